@@ -1,0 +1,17 @@
+"""The typer application and its command groups; commands live in sibling modules."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="factrl: retrieval-augmented claim verification with RL-trained agents.",
+)
+index_app = typer.Typer(no_args_is_help=True, help="Build and inspect retrieval indexes.")
+serve_app = typer.Typer(no_args_is_help=True, help="Run HTTP servers (retriever).")
+train_app = typer.Typer(no_args_is_help=True, help="Train agents (GRPO, SFT).")
+app.add_typer(index_app, name="index")
+app.add_typer(serve_app, name="serve")
+app.add_typer(train_app, name="train")

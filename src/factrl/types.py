@@ -1,0 +1,193 @@
+"""Typed records that cross module boundaries, each round-tripping to JSON.
+
+Every record is a pydantic model: ``rec.model_dump(mode="json")`` gives a plain dict and
+``Type.model_validate(d)`` (or :func:`from_json`) reads it back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from factrl.labels import Label, normalise_label
+
+__all__ = [
+    "Label",
+    "normalise_label",
+    "Record",
+    "Claim",
+    "Passage",
+    "Hit",
+    "EvidenceRef",
+    "Verdict",
+    "Message",
+    "Turn",
+    "RewardBreakdown",
+    "Trajectory",
+    "to_json",
+    "from_json",
+]
+
+
+def _label_or_none(v: Any) -> Any:
+    return None if v is None else normalise_label(v)
+
+
+# A label field accepts any known spelling ("SUPPORTS", "Refuted", ...) and stores the
+# canonical Label; unknown spellings fail validation with the list of known ones.
+LabelField = Annotated[Label | None, BeforeValidator(_label_or_none)]
+
+
+class Record(BaseModel):
+    """Base for every record: strict about unknown fields, JSON round trip built in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str):  # noqa: ANN206 - returns cls
+        return cls.model_validate_json(text)
+
+
+R = TypeVar("R", bound=Record)
+
+
+def to_json(rec: Record) -> str:
+    return rec.model_dump_json()
+
+
+def from_json(cls: type[R], text: str | bytes | dict[str, Any]) -> R:
+    if isinstance(text, dict):
+        return cls.model_validate(text)
+    return cls.model_validate_json(text)
+
+
+class EvidenceRef(Record):
+    """A pointer to one evidence unit (usually a sentence), e.g. ``doc_id=123_sentence_4``."""
+
+    id: str
+    doc_id: str | None = None
+    text: str | None = None
+
+
+class Claim(Record):
+    """A claim to verify, with its gold label and gold evidence when known."""
+
+    id: str
+    text: str
+    label: LabelField = None
+    evidence: list[EvidenceRef] = Field(default_factory=list)
+    dataset: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def evidence_ids(self) -> list[str]:
+        return [e.id for e in self.evidence]
+
+
+class Passage(Record):
+    """One retrieval unit. ``sentence_ids`` are the stable evidence ids it is made of, in
+    order, aligned with ``sentences``; ``id`` names the unit itself."""
+
+    id: str
+    doc_id: str
+    title: str = ""
+    text: str
+    sentence_ids: list[str] = Field(default_factory=list)
+    sentences: list[str] = Field(default_factory=list)
+
+
+class Hit(Record):
+    """A passage returned by a retriever, with its score (higher is better)."""
+
+    passage: Passage
+    score: float
+
+    @property
+    def passage_id(self) -> str:
+        return self.passage.id
+
+    @property
+    def doc_id(self) -> str:
+        return self.passage.doc_id
+
+
+class Verdict(Record):
+    """What an agent concluded: a label (None when it could not be parsed) and evidence ids."""
+
+    label: LabelField = None
+    evidence_ids: list[str] = Field(default_factory=list)
+    format_ok: bool = False
+    format_errors: list[str] = Field(default_factory=list)
+
+
+class Message(Record):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class Turn(Record):
+    """One segment of an episode's token stream.
+
+    ``source="model"`` segments hold exactly the sampled token ids and their logprobs
+    (``mask`` all 1); ``source="env"`` segments hold observation tokens the environment
+    inserted (``mask`` all 0, no logprobs).
+    """
+
+    source: Literal["model", "env"]
+    text: str
+    token_ids: list[int]
+    mask: list[int]
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    seconds: float = 0.0
+
+
+class RewardBreakdown(Record):
+    """Named reward components and their total (what the trainer optimises)."""
+
+    components: dict[str, float] = Field(default_factory=dict)
+    total: float = 0.0
+
+
+class Trajectory(Record):
+    """A whole episode: prompt, every turn, the verdict, its reward and timings."""
+
+    claim_id: str
+    env: str
+    claim: Claim
+    prompt: list[Message]
+    prompt_ids: list[int] = Field(default_factory=list)
+    turns: list[Turn] = Field(default_factory=list)
+    verdict: Verdict = Field(default_factory=Verdict)
+    reward: RewardBreakdown = Field(default_factory=RewardBreakdown)
+    searches: list[str] = Field(default_factory=list)
+    retrieved_ids: list[str] = Field(default_factory=list)
+    timings: dict[str, float] = Field(default_factory=dict)
+    group_index: int = 0
+    error: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def completion_ids(self) -> list[int]:
+        return [t for turn in self.turns for t in turn.token_ids]
+
+    @property
+    def completion_mask(self) -> list[int]:
+        return [m for turn in self.turns for m in turn.mask]
+
+    @property
+    def model_text(self) -> str:
+        return "".join(t.text for t in self.turns if t.source == "model")
+
+    @property
+    def transcript(self) -> str:
+        return "".join(t.text for t in self.turns)
+
+
+def dump_jsonl_line(rec: Record) -> str:
+    return json.dumps(rec.model_dump(mode="json"), ensure_ascii=False) + "\n"
