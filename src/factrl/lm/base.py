@@ -72,3 +72,4 @@ class LM(Protocol):
 
 LM_BACKENDS: Registry[type] = Registry("LM backend")
 LM_BACKENDS.register_lazy("hf", "factrl.lm.hf")
+LM_BACKENDS.register_lazy("scripted", "factrl.lm.scripted")

@@ -1,0 +1,81 @@
+"""``factrl eval``: evaluate an agent on a dataset, streaming and resumable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from factrl.cli.app import app
+
+
+@app.command("eval")
+def eval_(
+    dataset: str = typer.Option(..., "--dataset", help="Dataset format, e.g. scifact or jsonl."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
+    split: str = typer.Option("train", "--split"),
+    index: Path = typer.Option(None, "--index", help="Index directory (needed online)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it exists)."),
+    model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local path or a hub id."),
+    mode: str = typer.Option("online", help="online (search) or offline (evidence in the prompt)."),
+    limit: int = typer.Option(None, "--limit", help="Only the first N claims (after --balanced)."),
+    balanced: bool = typer.Option(False, help="Interleave labels so any --limit is class-balanced."),
+    temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
+    max_new_tokens: int = typer.Option(384, help="Tokens per model turn."),
+    batch_size: int = typer.Option(16, help="Episodes generated together."),
+    seed: int = typer.Option(0),
+    skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows."),
+    force: bool = typer.Option(False, help="Reuse a run directory made with other settings."),
+) -> None:
+    """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
+    if mode not in ("online", "offline"):
+        raise typer.BadParameter("mode must be online or offline", param_hint="--mode")
+    if mode == "online" and index is None:
+        raise typer.BadParameter("online evaluation needs --index", param_hint="--index")
+    if model == "smollm2":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from factrl.datasets import DATASETS
+    from factrl.datasets.sampling import interleave_labels
+    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.evaluate import evaluate
+    from factrl.lm.loader import load_lm
+    from factrl.rollout import RolloutConfig
+
+    loaded = DATASETS.get(dataset)().load(data_dir, split, on_error="skip" if skip_bad_rows else "raise")
+    for err in loaded.errors[:5]:
+        typer.echo(f"skipped: {err}", err=True)
+    if loaded.errors:
+        typer.echo(f"skipped {len(loaded.errors)} malformed rows", err=True)
+    claims = interleave_labels(loaded.claims) if balanced else loaded.claims
+    if limit is not None:
+        claims = claims[:limit]
+    idx = None
+    if index is not None:
+        from factrl.retrieval.index import load_index
+
+        idx = load_index(index)
+    context = None
+    if idx is not None and mode == "offline":
+        from factrl.envs.context import document_context
+
+        context = document_context(idx.passages)
+    env_cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
+    lm = load_lm(model)
+    info = {
+        "dataset": dataset, "data_dir": str(data_dir), "split": split, "mode": mode,
+        "index": str(index) if index else None, "model": model, "temperature": temperature,
+        "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced, "limit": limit,
+    }
+    evaluate(
+        claims,
+        lambda: VeriR1Env(idx, env_cfg, context=context),
+        lm,
+        out,
+        rollout=RolloutConfig(
+            temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed
+        ),
+        run_info=info,
+        force=force,
+    )
+    typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md")

@@ -1,0 +1,68 @@
+"""``factrl verify``: verify one claim against an index with an LM agent."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from factrl.cli.app import app
+
+
+@app.command()
+def verify(
+    claim: str = typer.Argument(..., help="The claim to verify."),
+    index: Path = typer.Option(..., "--index", help="Index directory (factrl index build)."),
+    model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local path or a hub id."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    trajectory: bool = typer.Option(False, "--trajectory", help="Also show the whole episode."),
+    temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
+    max_new_tokens: int = typer.Option(384, help="Tokens per model turn."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Search the index, reason, and print the verdict with its evidence."""
+    if not claim.strip():
+        raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1") if model == "smollm2" else None
+    from factrl.envs.veri_r1 import VeriR1Env
+    from factrl.lm.loader import load_lm
+    from factrl.retrieval.index import load_index
+    from factrl.rollout import RolloutConfig, run_episodes
+    from factrl.types import Claim
+
+    idx = load_index(index)
+    lm = load_lm(model)
+    cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
+    (traj,) = run_episodes(lambda: VeriR1Env(idx), [Claim(id="cli", text=claim)], lm, cfg)
+    evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
+    if json_out:
+        out = {
+            "claim": claim,
+            "label": traj.verdict.label.value if traj.verdict.label else None,
+            "evidence": evidence,
+            "format_ok": traj.verdict.format_ok,
+            "format_errors": traj.verdict.format_errors,
+            "searches": traj.searches,
+            "error": traj.error,
+        }
+        if trajectory:
+            out["trajectory"] = traj.model_dump(mode="json")
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
+        return
+    typer.echo(f"Claim:    {claim}")
+    typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}")
+    typer.echo("Evidence:" + ("" if evidence else " (none cited)"))
+    for e in evidence:
+        typer.echo(f"  [[{e['id']}]] {e['text'] if e['text'] is not None else '(id not in the index)'}")
+    if traj.searches:
+        typer.echo("Searches: " + " | ".join(traj.searches))
+    if not traj.verdict.format_ok:
+        typer.echo("Format problems: " + "; ".join(traj.verdict.format_errors))
+    if traj.error:
+        typer.echo(f"Error: {traj.error}")
+    if trajectory:
+        typer.echo("\n--- trajectory ---")
+        typer.echo(traj.prompt[-1].content)
+        typer.echo(traj.transcript)

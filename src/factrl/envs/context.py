@@ -1,0 +1,30 @@
+"""Context for the offline setting: besides the gold evidence, the other sentences of
+the documents a claim cites (Veri-R1's offline rollout gives evidence plus context)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from factrl.types import Claim, EvidenceRef, Passage
+
+__all__ = ["document_context"]
+
+
+def document_context(passages: Sequence[Passage]) -> Callable[[Claim], list[EvidenceRef]]:
+    """Return a provider giving every sentence of the documents that hold a claim's gold
+    evidence or are listed in ``claim.meta["cited_doc_ids"]``."""
+    by_doc: dict[str, list[EvidenceRef]] = defaultdict(list)
+    for p in passages:
+        for sid, sent in zip(p.sentence_ids, p.sentences):
+            by_doc[p.doc_id].append(EvidenceRef(id=sid, doc_id=p.doc_id, text=sent))
+
+    def provide(claim: Claim) -> list[EvidenceRef]:
+        docs = [e.doc_id for e in claim.evidence if e.doc_id]
+        docs += [str(d) for d in claim.meta.get("cited_doc_ids", [])]
+        out: list[EvidenceRef] = []
+        for d in dict.fromkeys(docs):
+            out.extend(by_doc.get(d, []))
+        return out
+
+    return provide

@@ -1,0 +1,225 @@
+"""Veri-R1's environment (SPEC §1): plan, up to k searches whose top entries come back
+as ``<information>[[id]]: text</information>``, reasoning, and a final
+``<answer>Label: …\\nEvidence: [[…]]</answer>``; plus the offline variant with the
+evidence given in the prompt and no search."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from factrl.envs import prompts
+from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.tags import check_protocol, last_block, parse_answer
+from factrl.retrieval.base import Retriever
+from factrl.types import Claim, EvidenceRef, Hit, Message, RewardBreakdown, Verdict
+
+__all__ = ["VeriR1Config", "VeriR1Env", "render_information", "parse_verdict"]
+
+ContextProvider = Callable[[Claim], Sequence[EvidenceRef]]
+
+
+@dataclass(frozen=True)
+class VeriR1Config:
+    """Defaults are the paper's (Veri-R1 §2–3, App. G)."""
+
+    mode: Literal["online", "offline"] = "online"
+    max_searches: int = 3
+    top_k: int = 3
+    max_turns: int = 4  # 3 searches + the answer
+    max_observation_chars: int = 3000  # ~768 tokens, the paper's max observation length
+    max_query_chars: int = 500
+    shuffle_offline_evidence: bool = True
+    reward: dict = field(default_factory=dict)  # passed to the reward config
+
+
+def render_information(hits: Sequence[Hit], max_chars: int) -> tuple[str, list[str]]:
+    """One ``[[sentence_id]]: sentence`` line per sentence of each retrieved unit, so the
+    model can cite sentence-level ids. Returns the block text and the ids shown."""
+    lines: list[str] = []
+    shown: list[str] = []
+    used = 0
+    for hit in hits:
+        p = hit.passage
+        pairs = list(zip(p.sentence_ids, p.sentences)) or [(p.id, p.text)]
+        for i, (sid, sent) in enumerate(pairs):
+            text = f"{p.title} — {sent}" if i == 0 and p.title else sent
+            line = f"[[{sid}]]: {text}"
+            if used + len(line) > max_chars and lines:
+                return "\n".join(lines), shown
+            lines.append(line[:max_chars])
+            shown.append(sid)
+            used += len(line) + 1
+    return "\n".join(lines), shown
+
+
+def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdict:
+    """The verdict and format check for one episode's model text (observations excluded)."""
+    allowed = ("plan", "search", "think", "answer") if online else ("think", "answer")
+    _, errors = check_protocol(
+        model_text,
+        allowed=allowed,
+        first="plan" if online else None,
+        once=("plan",),
+        final="answer",
+        max_counts={"search": max_searches} if online else None,
+    )
+    content = last_block(model_text, "answer")
+    if content is None:
+        return Verdict(label=None, evidence_ids=[], format_ok=False, format_errors=errors)
+    parsed = parse_answer(content)
+    errors.extend(parsed.errors)
+    return Verdict(
+        label=parsed.label,
+        evidence_ids=parsed.evidence_ids,
+        format_ok=not errors,
+        format_errors=errors,
+    )
+
+
+class VeriR1Env:
+    """One episode at a time; create one per rollout (they are cheap)."""
+
+    stop = ("</search>", "</answer>")
+
+    def __init__(
+        self,
+        retriever: Retriever | None = None,
+        config: VeriR1Config | None = None,
+        *,
+        context: ContextProvider | None = None,
+    ) -> None:
+        self.config = config or VeriR1Config()
+        if self.config.mode == "online" and retriever is None:
+            raise ValueError("the online Veri-R1 environment needs a retriever")
+        self.retriever = retriever
+        self.context = context
+        self.name = "veri_r1" if self.config.mode == "online" else "veri_r1_offline"
+        self.max_turns = self.config.max_turns if self.config.mode == "online" else 1
+        self._claim: Claim | None = None
+
+    # -- protocol -------------------------------------------------------------------
+    def reset(self, claim: Claim) -> list[Message]:
+        if not claim.text or not claim.text.strip():
+            raise ValueError(f"claim {claim.id!r} has empty text")
+        self._claim = claim
+        self._model_text: list[str] = []
+        self._searches: list[str] = []
+        self._retrieved: list[str] = []
+        self._search_seconds = 0.0
+        self._done = False
+        if self.config.mode == "online":
+            content = prompts.VERI_R1_ONLINE.format(
+                claim=claim.text.strip(), max_searches=_number_word(self.config.max_searches)
+            )
+        else:
+            evidence = self._offline_evidence(claim)
+            self._retrieved = [e.id for e in evidence]
+            content = prompts.VERI_R1_OFFLINE.format(
+                claim=claim.text.strip(),
+                evidence="\n".join(f"[[{e.id}]]: {e.text or ''}" for e in evidence),
+            )
+        return [Message(role="user", content=content)]
+
+    def step(self, model_text: str) -> StepResult:
+        if self._claim is None:
+            raise RuntimeError("step() before reset()")
+        if self._done:
+            raise RuntimeError("step() after the episode ended")
+        self._model_text.append(model_text)
+        turns = len(self._model_text)
+        if self.config.mode == "offline" or "</answer>" in model_text.lower():
+            return self._finish()
+        query = _trailing_search(model_text)
+        if query is None or turns >= self.config.max_turns:
+            # No search to serve (EOS, length cut, or free text) or out of turns.
+            return self._finish()
+        self._searches.append(query)
+        if len(self._searches) > self.config.max_searches:
+            return StepResult(observation=prompts.OVER_BUDGET, done=False)
+        t0 = time.perf_counter()
+        hits = self._search(query)
+        self._search_seconds += time.perf_counter() - t0
+        info, shown = render_information(hits, self.config.max_observation_chars)
+        self._retrieved.extend(shown)
+        obs = f"\n\n<information>\n{info}\n</information>\n\n"
+        if len(self._searches) == self.config.max_searches:
+            obs += prompts.BUDGET_SPENT.lstrip("\n")
+        return StepResult(observation=obs, done=False)
+
+    def result(self) -> EpisodeResult:
+        if self._claim is None:
+            raise RuntimeError("result() before reset()")
+        text = "".join(self._model_text)
+        verdict = parse_verdict(
+            text, online=self.config.mode == "online", max_searches=self.config.max_searches
+        )
+        reward = RewardBreakdown()
+        if self._claim.label is not None:
+            from factrl.rewards.veri_r1 import VeriR1RewardConfig, veri_r1_reward
+
+            reward = veri_r1_reward(
+                verdict,
+                self._claim.label,
+                self._claim.evidence_ids,
+                config=VeriR1RewardConfig(**self.config.reward),
+            )
+        return EpisodeResult(
+            verdict=verdict,
+            reward=reward,
+            searches=list(self._searches),
+            retrieved_ids=list(dict.fromkeys(self._retrieved)),
+            timings={"search_s": self._search_seconds},
+        )
+
+    # -- helpers --------------------------------------------------------------------
+    def _finish(self) -> StepResult:
+        self._done = True
+        return StepResult(observation=None, done=True)
+
+    def _search(self, query: str) -> list[Hit]:
+        q = query.strip()[: self.config.max_query_chars]
+        if not q:
+            return []
+        assert self.retriever is not None
+        return self.retriever.search([q], self.config.top_k)[0]
+
+    def _offline_evidence(self, claim: Claim) -> list[EvidenceRef]:
+        refs = list(claim.evidence)
+        if self.context is not None:
+            known = {r.id for r in refs}
+            refs += [r for r in self.context(claim) if r.id not in known]
+        missing = [r.id for r in refs if not r.text]
+        if missing:
+            raise ValueError(
+                f"offline Veri-R1 needs evidence text; claim {claim.id!r} lacks it for {missing[:3]}"
+            )
+        if self.config.shuffle_offline_evidence:
+            random.Random(claim.id).shuffle(refs)
+        return refs
+
+
+def _trailing_search(model_text: str) -> str | None:
+    """The query of a turn that ended with ``</search>`` (generation stops there)."""
+    if not model_text.rstrip().lower().endswith("</search>"):
+        return None
+    return last_block(model_text, "search")
+
+
+def _number_word(n: int) -> str:
+    return {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}.get(n, str(n))
+
+
+@ENVS.register("veri_r1")
+def make_veri_r1(retriever: Retriever | None = None, **kw: object) -> VeriR1Env:
+    return VeriR1Env(retriever, VeriR1Config(mode="online", **kw))  # type: ignore[arg-type]
+
+
+@ENVS.register("veri_r1_offline")
+def make_veri_r1_offline(
+    retriever: Retriever | None = None, context: ContextProvider | None = None, **kw: object
+) -> VeriR1Env:
+    return VeriR1Env(retriever, VeriR1Config(mode="offline", **kw), context=context)  # type: ignore[arg-type]

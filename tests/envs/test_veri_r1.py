@@ -1,0 +1,146 @@
+import pytest
+
+from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env, parse_verdict, render_information
+from factrl.labels import Label
+from factrl.lm.scripted import ScriptedLM
+from factrl.rollout import RolloutConfig, run_episodes
+from factrl.types import Claim, EvidenceRef, Hit, Passage
+
+from conftest import WordOverlapRetriever
+
+PASSAGES = [
+    Passage(id="nile#0", doc_id="nile", title="Nile", text="The Nile is long. It flows north.",
+            sentence_ids=["nile_sentence_0", "nile_sentence_1"], sentences=["The Nile is long.", "It flows north."]),
+    Passage(id="amazon#0", doc_id="amazon", title="Amazon", text="The Amazon carries the most water.",
+            sentence_ids=["amazon_sentence_0"], sentences=["The Amazon carries the most water."]),
+]
+
+
+class FailingRetriever:
+    def search(self, queries, k):
+        raise TimeoutError("retrieval server timed out")
+
+
+CLAIM = Claim(id="c1", text="The Nile flows north.", label="SUPPORTS",
+              evidence=[EvidenceRef(id="nile_sentence_1", doc_id="nile", text="It flows north.")])
+
+
+def script(turns):
+    """A responder that plays ``turns`` in order, one per generate call for this episode."""
+    def respond(context: str) -> str:
+        n = context.count("<information>") - 1  # the prompt shows one example block
+        n = max(n, 0) + context.count("No searches left")
+        return turns[min(n, len(turns) - 1)]
+    return respond
+
+
+GOOD = [
+    "<plan>Find where the Nile flows.</plan>\n<search>Nile flows north</search>",
+    "<think>The Nile flows north.</think>\n<answer>\nLabel: SUPPORT\nEvidence: [[nile_sentence_1]]\n</answer>",
+]
+
+
+def test_render_information_lists_sentence_ids():
+    text, shown = render_information([Hit(passage=PASSAGES[0], score=1.0)], max_chars=1000)
+    assert text.splitlines() == ["[[nile_sentence_0]]: Nile — The Nile is long.", "[[nile_sentence_1]]: It flows north."]
+    assert shown == ["nile_sentence_0", "nile_sentence_1"]
+    short, shown = render_information([Hit(passage=PASSAGES[0], score=1.0)], max_chars=50)
+    assert shown == ["nile_sentence_0"] and len(short) <= 50
+
+
+def test_online_episode_end_to_end():
+    retriever = WordOverlapRetriever(PASSAGES)
+    lm = ScriptedLM(script(GOOD))
+    (traj,) = run_episodes(lambda: VeriR1Env(retriever), [CLAIM], lm, RolloutConfig(temperature=0))
+    assert traj.error is None
+    assert retriever.queries == ["Nile flows north"]
+    assert [t.source for t in traj.turns] == ["model", "env", "model"]
+    assert traj.turns[1].text.startswith("\n\n<information>\n[[nile_sentence_0]]")
+    assert traj.verdict.format_ok, traj.verdict.format_errors
+    assert traj.verdict.label is Label.SUPPORT
+    assert traj.verdict.evidence_ids == ["nile_sentence_1"]
+    assert traj.searches == ["Nile flows north"]
+    assert "nile_sentence_1" in traj.retrieved_ids
+    # Reward per Veri-R1 §2.3: label 2 * validity 1 + IoU 1 + format 1.
+    assert traj.reward.total == pytest.approx(4.0)
+
+
+def test_token_truth_and_mask():
+    lm = ScriptedLM(script(GOOD))
+    (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], lm)
+    ids, mask = traj.completion_ids, traj.completion_mask
+    assert len(ids) == len(mask)
+    model_ids = [i for i, m in zip(ids, mask) if m == 1]
+    env_ids = [i for i, m in zip(ids, mask) if m == 0]
+    # The model's tokens are exactly what it produced, turn by turn; the env's tokens are
+    # exactly the encoded observation.
+    assert lm.decode(model_ids) == GOOD[0] + GOOD[1]
+    assert lm.decode(env_ids) == traj.turns[1].text
+    for turn in traj.turns:
+        assert turn.mask == [1 if turn.source == "model" else 0] * len(turn.token_ids)
+        assert (turn.logprobs is not None) == (turn.source == "model")
+    assert traj.prompt_ids == lm.chat_prompt_ids(traj.prompt)
+
+
+def test_search_budget_and_forced_answer():
+    turns = ["<plan>p</plan><search>Nile</search>"] * 3 + [
+        "<search>Amazon</search>",
+        "<answer>Label: SUPPORT\nEvidence: [[nile_sentence_1]]</answer>",
+    ]
+    lm = ScriptedLM(script(turns))
+    env_box = []
+
+    def make():
+        env_box.append(VeriR1Env(WordOverlapRetriever(PASSAGES)))
+        return env_box[-1]
+
+    (traj,) = run_episodes(make, [CLAIM], lm)
+    env_turns = [t.text for t in traj.turns if t.source == "env"]
+    assert len(traj.searches) <= 4
+    assert "search budget is spent" in env_turns[2]
+    # The 4th turn is the last allowed (max_turns=4): the episode ends without an answer.
+    assert sum(t.source == "model" for t in traj.turns) == 4
+    assert not traj.verdict.format_ok
+
+
+def test_model_ignoring_format_is_a_recorded_failure():
+    lm = ScriptedLM(lambda ctx: "The claim is true because rivers flow.")
+    (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], lm)
+    assert traj.error is None
+    assert traj.verdict.label is None and not traj.verdict.format_ok
+    assert traj.verdict.format_errors
+    assert traj.reward.components["format"] == 0.0 and traj.reward.total == 0.0
+
+
+def test_empty_claim_and_failing_retriever_are_recorded():
+    lm = ScriptedLM(script(GOOD))
+    bad = Claim(id="empty", text="   ", label="SUPPORT")
+    trajs = run_episodes(lambda: VeriR1Env(FailingRetriever()), [bad, CLAIM], lm)
+    assert "empty text" in trajs[0].error
+    assert "timed out" in trajs[1].error
+    assert trajs[1].verdict.label is None
+
+
+def test_offline_mode_shows_evidence_and_forbids_search():
+    env = VeriR1Env(None, VeriR1Config(mode="offline"), context=lambda c: [EvidenceRef(id="nile_sentence_0", text="The Nile is long.")])
+    msgs = env.reset(CLAIM)
+    assert "[[nile_sentence_1]]: It flows north." in msgs[0].content
+    assert "[[nile_sentence_0]]: The Nile is long." in msgs[0].content
+    step = env.step("<think>t</think><answer>Label: SUPPORT\nEvidence: [[nile_sentence_1]]</answer>")
+    assert step.done
+    assert env.result().verdict.format_ok
+    v = parse_verdict("<search>x</search><answer>Label: SUPPORT\nEvidence: </answer>", online=False, max_searches=3)
+    assert not v.format_ok and any("undeclared tag <search>" in e for e in v.format_errors)
+
+
+def test_offline_needs_evidence_text():
+    env = VeriR1Env(None, VeriR1Config(mode="offline"))
+    with pytest.raises(ValueError, match="needs evidence text"):
+        env.reset(Claim(id="x", text="c", evidence=[EvidenceRef(id="a")]))
+
+
+def test_group_rollouts_are_adjacent_and_indexed():
+    lm = ScriptedLM(script(GOOD))
+    claims = [CLAIM, CLAIM.model_copy(update={"id": "c2"})]
+    trajs = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), claims, lm, RolloutConfig(group=3, batch_size=4))
+    assert [(t.claim_id, t.group_index) for t in trajs] == [("c1", 0), ("c1", 1), ("c1", 2), ("c2", 0), ("c2", 1), ("c2", 2)]

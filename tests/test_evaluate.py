@@ -1,0 +1,96 @@
+import json
+
+import pytest
+
+from factrl.envs.veri_r1 import VeriR1Env
+from factrl.evaluate import RunMismatchError, evaluate, read_trajectories
+from factrl.lm.scripted import ScriptedLM
+from factrl.rollout import RolloutConfig
+from factrl.types import Claim, EvidenceRef, Passage
+
+from conftest import WordOverlapRetriever
+
+PASSAGES = [
+    Passage(id=f"d{i}#0", doc_id=f"d{i}", title=f"Doc {i}", text=f"Fact number {i} holds.",
+            sentence_ids=[f"d{i}_sentence_0"], sentences=[f"Fact number {i} holds."])
+    for i in range(10)
+]
+CLAIMS = [
+    Claim(id=f"c{i}", text=f"Fact number {i} holds.", label="SUPPORT",
+          evidence=[EvidenceRef(id=f"d{i}_sentence_0")])
+    for i in range(10)
+]
+
+
+def respond(context: str) -> str:
+    if context.count("<information>") < 2:
+        return "<plan>look it up</plan><search>" + context.rsplit("Verify the claim:\n", 1)[1].split("\n")[0] + "</search>"
+    sid = context.rsplit("[[", 1)[1].split("]]")[0]
+    return f"<think>found</think><answer>Label: SUPPORT\nEvidence: [[{sid}]]</answer>"
+
+
+class CrashAfter(ScriptedLM):
+    """Dies on the n-th generate call, like a killed process mid-run."""
+
+    def __init__(self, n):
+        super().__init__(respond)
+        self.n = n
+
+    def generate(self, prompts, config):
+        if self.calls >= self.n:
+            raise KeyboardInterrupt("simulated crash")
+        return super().generate(prompts, config)
+
+
+def run(lm, out, **kw):
+    return evaluate(CLAIMS, lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), lm, out,
+                    rollout=RolloutConfig(batch_size=3), run_info={"model": "scripted"}, progress=False, **kw)
+
+
+def test_eval_writes_metrics_and_trajectories(tmp_path):
+    m = run(ScriptedLM(respond), tmp_path)
+    assert m["n"] == 10 and m["label_acc"] == 1.0 and m["format_ok_rate"] == 1.0
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ["n", "label_acc", "verification_acc", "joint_acc", "evidence_score", "format_ok_rate", "per_label"]:
+        assert key in saved
+    assert (tmp_path / "report.md").read_text().strip()
+    assert len(read_trajectories(tmp_path / "trajectories.jsonl")) == 10
+
+
+def test_eval_resumes_without_losing_or_duplicating(tmp_path):
+    # Batches of 3 episodes, 2 generate calls per batch: crash during the 3rd batch.
+    with pytest.raises(KeyboardInterrupt):
+        run(CrashAfter(5), tmp_path)
+    first = [t.claim_id for t in read_trajectories(tmp_path / "trajectories.jsonl")]
+    assert first == ["c0", "c1", "c2", "c3", "c4", "c5"]
+    # A crash in the middle of writing a line leaves a torn tail: it must be redone.
+    with (tmp_path / "trajectories.jsonl").open("a") as fh:
+        fh.write('{"claim_id": "c6", "env": "veri_r1", "cla')
+    lm = ScriptedLM(respond)
+    m = run(lm, tmp_path)
+    ids = [t.claim_id for t in read_trajectories(tmp_path / "trajectories.jsonl")]
+    assert sorted(ids) == sorted(c.id for c in CLAIMS) and len(ids) == 10
+    assert lm.calls == 4  # only c6..c9 were run again: 2 batches x 2 turns
+    assert m["n"] == 10 and m["label_acc"] == 1.0
+
+
+def test_eval_refuses_mixing_settings(tmp_path):
+    run(ScriptedLM(respond), tmp_path)
+    with pytest.raises(RunMismatchError, match="model"):
+        evaluate(CLAIMS, lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path,
+                 run_info={"model": "other"}, progress=False)
+
+
+def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
+    p = tmp_path / "trajectories.jsonl"
+    run(ScriptedLM(respond), tmp_path)
+    lines = p.read_text().splitlines()
+    lines[3] = "garbage"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"trajectories.jsonl:4"):
+        read_trajectories(p)
+
+
+def test_duplicate_claim_ids_rejected(tmp_path):
+    with pytest.raises(ValueError, match="unique"):
+        evaluate([CLAIMS[0], CLAIMS[0]], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path, progress=False)
