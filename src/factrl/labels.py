@@ -58,7 +58,8 @@ _SEP = re.compile(r"[\s_\-]+")
 
 
 def _key(raw: str) -> str:
-    return _SEP.sub(" ", raw.strip().upper()).strip()
+    key = _SEP.sub(" ", raw.strip().upper()).strip()
+    return re.sub(r"\s*/\s*", "/", key)
 
 
 def normalise_label(raw: str | Label) -> Label:
@@ -71,8 +72,6 @@ def normalise_label(raw: str | Label) -> Label:
         raise UnknownLabelError(f"label must be a string, got {type(raw).__name__}: {raw!r}")
     key = _key(raw)
     label = LABEL_ALIASES.get(key)
-    if label is None:
-        label = LABEL_ALIASES.get(key.replace(" / ", "/"))
     if label is None:
         known = ", ".join(sorted(LABEL_ALIASES))
         raise UnknownLabelError(f"unknown label {raw!r}; known spellings: {known}")

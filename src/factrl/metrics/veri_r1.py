@@ -1,0 +1,147 @@
+"""Veri-R1 evaluation metrics (paper §3.2) over finished episodes.
+
+Per item, with P the predicted and G the gold evidence-id sets:
+
+- label correct: predicted label == gold (an unparsed ``None`` label is wrong);
+- verification: label correct AND G ⊆ P (extra evidence allowed);
+- joint: label correct AND P == G;
+- for NEI gold, verification and joint need only the correct label (the paper relaxes
+  evidence for NEI); CONFLICTING gold needs its evidence like SUPPORT/REFUTE;
+- evidence score: IoU(P, G), with IoU(∅, ∅) = 1.
+
+Episodes that ended in an error count as wrong (no label, no evidence, bad format), never
+dropped: dropping them would flatter a system that crashes on hard claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from factrl.labels import Label
+from factrl.metrics.classification import macro_f1, majority_baseline, ordered_labels
+from factrl.metrics.evidence import covers, evidence_set, exact, iou
+from factrl.types import Claim, Trajectory, Verdict
+
+__all__ = ["ItemScore", "score_item", "compute_metrics", "MetricItem"]
+
+# What compute_metrics accepts per item.
+MetricItem = Trajectory | tuple[Claim, Verdict]
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    """The §3.2 judgements for one item."""
+
+    gold_label: Label
+    pred_label: Label | None
+    label_correct: bool
+    verified: bool
+    joint: bool
+    evidence_iou: float
+    has_gold_evidence: bool
+    format_ok: bool
+    error: bool = False
+    reward: float | None = None
+
+
+def score_item(
+    gold_label: Label,
+    gold_evidence: Sequence[str],
+    verdict: Verdict,
+    *,
+    error: bool = False,
+    reward: float | None = None,
+) -> ItemScore:
+    """Judge one verdict; with ``error`` set the verdict is ignored and scored as empty."""
+    if error:
+        verdict = Verdict()
+    pred = verdict.evidence_ids
+    correct = verdict.label is not None and verdict.label == gold_label
+    nei = gold_label is Label.NEI
+    return ItemScore(
+        gold_label=gold_label,
+        pred_label=verdict.label,
+        label_correct=correct,
+        verified=correct and (nei or covers(pred, gold_evidence)),
+        joint=correct and (nei or exact(pred, gold_evidence)),
+        evidence_iou=iou(pred, gold_evidence),
+        has_gold_evidence=bool(evidence_set(gold_evidence)),
+        format_ok=verdict.format_ok,
+        error=error,
+        reward=reward,
+    )
+
+
+def _score(i: int, item: Any) -> ItemScore:
+    if isinstance(item, Trajectory):
+        claim, verdict, error = item.claim, item.verdict, item.error is not None
+        r = item.reward
+        # A default RewardBreakdown (no components, total 0) means "not scored".
+        reward = r.total if (r.components or r.total) else None
+    elif isinstance(item, (tuple, list)) and len(item) == 2:
+        claim, verdict = item
+        error, reward = False, None
+        if not isinstance(claim, Claim) or not isinstance(verdict, Verdict):
+            raise TypeError(
+                f"item {i}: expected (Claim, Verdict), got "
+                f"({type(claim).__name__}, {type(verdict).__name__})"
+            )
+    else:
+        raise TypeError(
+            f"item {i}: expected a Trajectory or a (Claim, Verdict) pair, got {type(item).__name__}"
+        )
+    if claim.label is None:
+        raise ValueError(f"item {i}: claim {claim.id!r} has no gold label")
+    return score_item(claim.label, claim.evidence_ids, verdict, error=error, reward=reward)
+
+
+def _mean(xs: Sequence[float | bool]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _rates(scores: Sequence[ItemScore]) -> dict[str, Any]:
+    return {
+        "n": len(scores),
+        "label_acc": _mean([s.label_correct for s in scores]),
+        "verification_acc": _mean([s.verified for s in scores]),
+        "joint_acc": _mean([s.joint for s in scores]),
+        "evidence_score": _mean([s.evidence_iou for s in scores]),
+    }
+
+
+def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
+    """All Veri-R1 metrics over ``items`` (Trajectory records or (Claim, Verdict) pairs).
+
+    Returns a JSON-ready dict with the keys ``n``, ``label_acc``, ``verification_acc``,
+    ``joint_acc``, ``evidence_score``, ``evidence_score_with_gold`` (mean IoU over items
+    with gold evidence), ``format_ok_rate``, ``macro_f1`` (over the labels in gold ∪
+    predicted), ``majority_baseline`` ``{label, acc}``, ``errors``, ``per_label``
+    ``{gold label: {n, label_acc, verification_acc, joint_acc, evidence_score}}``, and
+    ``mean_reward`` only when some item carries a reward. Rates are ``None`` when
+    there is nothing to average (e.g. empty input).
+    """
+    scores = [_score(i, it) for i, it in enumerate(items)]
+    gold = [s.gold_label for s in scores]
+    pred = [s.pred_label for s in scores]
+    base = majority_baseline(gold)
+    out = _rates(scores)
+    out.update(
+        evidence_score_with_gold=_mean([s.evidence_iou for s in scores if s.has_gold_evidence]),
+        format_ok_rate=_mean([s.format_ok for s in scores]),
+        macro_f1=macro_f1(gold, pred),
+        majority_baseline={
+            "label": base.label.value if base.label is not None else None,
+            "acc": base.acc,
+        },
+        errors=sum(s.error for s in scores),
+        per_label={
+            lab.value: _rates([s for s in scores if s.gold_label is lab])
+            for lab in ordered_labels(gold)
+        },
+    )
+    rewards = [s.reward for s in scores if s.reward is not None]
+    if rewards:
+        out["mean_reward"] = sum(rewards) / len(rewards)
+    return out

@@ -1,0 +1,97 @@
+"""Markdown and one-line summaries of a metrics dict from
+:func:`factrl.metrics.compute_metrics`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["metrics_markdown", "format_summary_line"]
+
+_REQUIRED = ("n", "label_acc", "verification_acc", "joint_acc", "evidence_score", "format_ok_rate")
+
+# (key, row name) of the overall table, in display order; optional keys are skipped when
+# absent so reports of older runs still render.
+_OVERALL = (
+    ("n", "items"),
+    ("label_acc", "label accuracy"),
+    ("verification_acc", "verification accuracy"),
+    ("joint_acc", "joint accuracy"),
+    ("evidence_score", "evidence score (mean IoU)"),
+    ("evidence_score_with_gold", "evidence score, items with gold evidence"),
+    ("format_ok_rate", "format ok"),
+    ("macro_f1", "macro-F1"),
+    ("mean_reward", "mean reward"),
+    ("errors", "episodes ended in error (counted wrong)"),
+)
+_PER_LABEL = ("n", "label_acc", "verification_acc", "joint_acc", "evidence_score")
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def _cell(v: Any) -> str:
+    return _fmt(v).replace("|", "\\|")
+
+
+def _check(metrics: Mapping[str, Any]) -> None:
+    missing = [k for k in _REQUIRED if k not in metrics]
+    if missing:
+        raise ValueError(
+            f"metrics dict lacks {', '.join(missing)}; expected the output of compute_metrics"
+        )
+
+
+def format_summary_line(metrics: Mapping[str, Any]) -> str:
+    """One line, e.g. ``n=14 label_acc=0.500 verification_acc=0.357 joint_acc=0.286
+    evidence_score=0.310 format_ok=0.929`` (``n/a`` where a rate is undefined)."""
+    _check(metrics)
+    parts = [f"n={_fmt(metrics['n'])}"]
+    for key in ("label_acc", "verification_acc", "joint_acc", "evidence_score"):
+        parts.append(f"{key}={_fmt(metrics[key])}")
+    parts.append(f"format_ok={_fmt(metrics['format_ok_rate'])}")
+    return " ".join(parts)
+
+
+def metrics_markdown(metrics: Mapping[str, Any], *, title: str) -> str:
+    """A compact report: overall table, per-gold-label table and the majority baseline."""
+    _check(metrics)
+    lines = [f"# {title}", "", "| metric | value |", "|---|---:|"]
+    for key, name in _OVERALL:
+        if key in metrics:
+            lines.append(f"| {name} | {_cell(metrics[key])} |")
+
+    per_label: Mapping[str, Mapping[str, Any]] = metrics.get("per_label") or {}
+    if per_label:
+        lines += [
+            "",
+            "## Per gold label",
+            "",
+            "| gold label | n | label acc | verification acc | joint acc | evidence score |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for label, row in per_label.items():
+            cells = " | ".join(_cell(row.get(k)) for k in _PER_LABEL)
+            lines.append(f"| {_cell(label)} | {cells} |")
+
+    base = metrics.get("majority_baseline")
+    if base is not None:
+        lines.append("")
+        if base.get("label") is None:
+            lines.append("Majority baseline: n/a (no items).")
+        else:
+            lines.append(
+                f"Majority baseline: always answering `{base['label']}` gives label accuracy "
+                f"{_fmt(base.get('acc'))} (compare with label accuracy "
+                f"{_fmt(metrics['label_acc'])})."
+            )
+    return "\n".join(lines) + "\n"

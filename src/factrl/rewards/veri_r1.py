@@ -1,0 +1,140 @@
+"""Veri-R1 reward (paper §2.3): label reward gated by evidence validity, plus evidence IoU
+and a format bonus.
+
+    R = R_label · w_validity + R_evidence + R_format
+
+- R_format ∈ {0, 1}: ``verdict.format_ok`` (the protocol checker decides it upstream).
+- R_evidence = |P ∩ G| / |P ∪ G| over the sets of predicted (P) and gold (G) evidence
+  ids, with IoU(∅, ∅) = 1: an NEI claim answered with no evidence is an exact match.
+- R_label = 2 if the predicted label equals gold, else 0; an unparsed (None) label is wrong.
+- h = |P ∩ G| / |G| (h = 1 when G is empty).
+- w_validity = 1 if gold is NEI or h = 1; 0.5 if h > 0.5 (strictly); else 0. CONFLICTING
+  gold is treated like SUPPORT/REFUTE: its label reward needs the evidence.
+
+The formula is applied literally even when the output broke the format: only R_format
+drops to 0, the label and evidence are scored from whatever was parsed.
+
+Where the Veri-R1 authors' released reward code differs from the paper, the paper wins
+by default and :class:`VeriR1RewardConfig` has a flag for the code's behaviour: their
+code grants the half weight at h >= 0.5 (``validity_threshold_inclusive=True``) and
+scores an empty gold set 0 (``empty_iou=0.0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from factrl.labels import Label, normalise_label
+from factrl.metrics.evidence import evidence_set
+from factrl.rewards.base import REWARDS
+from factrl.types import RewardBreakdown, Trajectory, Verdict
+
+__all__ = [
+    "VeriR1RewardConfig",
+    "VeriR1Reward",
+    "veri_r1_reward",
+    "veri_r1_trajectory_reward",
+    "validity_weight",
+]
+
+
+@dataclass(frozen=True)
+class VeriR1RewardConfig:
+    """Weights of the Veri-R1 reward; defaults are the paper's (§2.3)."""
+
+    label_correct: float = 2.0
+    label_wrong: float = 0.0
+    # Multiplies R_evidence in the total; 0.0 is the "w/o evidence reward" ablation (§4.1).
+    evidence_weight: float = 1.0
+    format_weight: float = 1.0
+    # False is the "w/o validity weight" ablation (§4.2): w_validity is always 1.
+    use_validity: bool = True
+    validity_half: float = 0.5
+    validity_threshold: float = 0.5
+    # The paper's rule is h > threshold; the authors' code uses h >= threshold.
+    validity_threshold_inclusive: bool = False
+    # IoU when both P and G are empty.
+    empty_iou: float = 1.0
+
+
+DEFAULT_CONFIG = VeriR1RewardConfig()
+
+
+def validity_weight(
+    gold_label: Label, hit_rate: float, *, config: VeriR1RewardConfig = DEFAULT_CONFIG
+) -> float:
+    """w_validity for a gold label and hit rate (see the module docstring)."""
+    if not config.use_validity or gold_label is Label.NEI or hit_rate >= 1.0:
+        return 1.0
+    t = config.validity_threshold
+    above = hit_rate >= t if config.validity_threshold_inclusive else hit_rate > t
+    return config.validity_half if above else 0.0
+
+
+def veri_r1_reward(
+    verdict: Verdict,
+    gold_label: Label | str,
+    gold_evidence: Sequence[str],
+    *,
+    config: VeriR1RewardConfig = DEFAULT_CONFIG,
+) -> RewardBreakdown:
+    """Score one verdict against its gold label and gold evidence ids.
+
+    Components (unweighted, as the paper names them): ``format``, ``evidence`` (IoU),
+    ``label`` (R_label before the validity weight), ``validity``, ``hit_rate``, and
+    ``total`` (= ``RewardBreakdown.total``).
+    """
+    if gold_label is None:
+        raise ValueError("veri_r1_reward needs a gold label; got None")
+    gold = normalise_label(gold_label)
+    p, g = evidence_set(verdict.evidence_ids), evidence_set(gold_evidence)
+    hits = len(p & g)
+    union = len(p | g)
+    r_evidence = hits / union if union else config.empty_iou
+    h = hits / len(g) if g else 1.0
+    w = validity_weight(gold, h, config=config)
+    correct = verdict.label is not None and verdict.label == gold
+    r_label = config.label_correct if correct else config.label_wrong
+    r_format = 1.0 if verdict.format_ok else 0.0
+    total = r_label * w + config.evidence_weight * r_evidence + config.format_weight * r_format
+    return RewardBreakdown(
+        components={
+            "format": r_format,
+            "evidence": r_evidence,
+            "label": r_label,
+            "validity": w,
+            "hit_rate": h,
+            "total": total,
+        },
+        total=total,
+    )
+
+
+def veri_r1_trajectory_reward(
+    traj: Trajectory, *, config: VeriR1RewardConfig = DEFAULT_CONFIG
+) -> RewardBreakdown:
+    """:func:`veri_r1_reward` on a trajectory: gold from ``traj.claim``.
+
+    An episode that ended in an error (``traj.error`` set) is scored as an empty,
+    badly formatted verdict, matching how the metrics count it as wrong.
+    """
+    if traj.claim.label is None:
+        raise ValueError(f"claim {traj.claim_id!r} has no gold label; cannot compute a reward")
+    verdict = Verdict() if traj.error else traj.verdict
+    return veri_r1_reward(verdict, traj.claim.label, traj.claim.evidence_ids, config=config)
+
+
+@dataclass(frozen=True)
+class VeriR1Reward:
+    """A :class:`~factrl.rewards.base.TrajectoryReward` bound to one config."""
+
+    config: VeriR1RewardConfig = DEFAULT_CONFIG
+
+    def __call__(self, traj: Trajectory) -> RewardBreakdown:
+        return veri_r1_trajectory_reward(traj, config=self.config)
+
+
+REWARDS.register("veri_r1")(VeriR1Reward())
+REWARDS.register("veri_r1_no_validity")(VeriR1Reward(VeriR1RewardConfig(use_validity=False)))
+REWARDS.register("veri_r1_no_evidence")(VeriR1Reward(VeriR1RewardConfig(evidence_weight=0.0)))

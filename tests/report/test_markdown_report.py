@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import pytest
+
+from factrl.labels import Label
+from factrl.metrics import compute_metrics
+from factrl.report import format_summary_line, metrics_markdown
+from factrl.types import Claim, EvidenceRef, Verdict
+
+METRICS = {
+    "n": 14,
+    "label_acc": 0.5,
+    "verification_acc": 5 / 14,
+    "joint_acc": 4 / 14,
+    "evidence_score": 0.31,
+    "evidence_score_with_gold": 0.4,
+    "format_ok_rate": 13 / 14,
+    "macro_f1": 0.48,
+    "majority_baseline": {"label": "REFUTE", "acc": 6 / 14},
+    "errors": 1,
+    "per_label": {
+        "SUPPORT": {"n": 5, "label_acc": 0.6, "verification_acc": 0.4, "joint_acc": 0.2,
+                    "evidence_score": 0.3},
+        "NOT ENOUGH INFO": {"n": 3, "label_acc": None, "verification_acc": None,
+                            "joint_acc": None, "evidence_score": None},
+    },
+}
+
+
+def test_summary_line() -> None:
+    assert format_summary_line(METRICS) == (
+        "n=14 label_acc=0.500 verification_acc=0.357 joint_acc=0.286 evidence_score=0.310 "
+        "format_ok=0.929"
+    )
+
+
+def test_summary_line_of_empty_run() -> None:
+    assert format_summary_line(compute_metrics([])) == (
+        "n=0 label_acc=n/a verification_acc=n/a joint_acc=n/a evidence_score=n/a format_ok=n/a"
+    )
+
+
+def test_markdown_tables() -> None:
+    md = metrics_markdown(METRICS, title="FEVER dev, BM25, SmolLM2")
+    lines = md.splitlines()
+    assert lines[0] == "# FEVER dev, BM25, SmolLM2"
+    assert "| joint accuracy | 0.286 |" in lines
+    assert "| episodes ended in error (counted wrong) | 1 |" in lines
+    assert "| SUPPORT | 5 | 0.600 | 0.400 | 0.200 | 0.300 |" in lines
+    assert "| NOT ENOUGH INFO | 3 | n/a | n/a | n/a | n/a |" in lines
+    assert any(line.startswith("Majority baseline: always answering `REFUTE`") and "0.429" in line
+               for line in lines)
+    assert "mean reward" not in md  # absent key, absent row
+
+
+def test_markdown_of_real_metrics() -> None:
+    c = Claim(id="c", text="t", label=Label.SUPPORT, evidence=[EvidenceRef(id="a")])
+    m = compute_metrics([(c, Verdict(label=Label.SUPPORT, evidence_ids=["a"], format_ok=True))])
+    md = metrics_markdown(m, title="one")
+    assert "| SUPPORT | 1 | 1.000 | 1.000 | 1.000 | 1.000 |" in md.splitlines()
+
+
+def test_rejects_a_dict_that_is_not_metrics() -> None:
+    with pytest.raises(ValueError, match="label_acc"):
+        metrics_markdown({"n": 3}, title="x")
+    with pytest.raises(ValueError, match="compute_metrics"):
+        format_summary_line({})
