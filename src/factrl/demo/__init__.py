@@ -1,0 +1,1 @@
+"""The bundled demo corpus and claims (written for this project)."""

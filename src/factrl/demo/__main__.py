@@ -1,0 +1,91 @@
+"""``python -m factrl.demo`` (what ``make demo`` runs): build a BM25 index over the
+bundled corpus, verify the bundled claims with the embedded SmolLM2 agent (Veri-R1
+protocol, greedy decoding), and print each verdict with its evidence and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from importlib.resources import files
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m factrl.demo", description=__doc__)
+    ap.add_argument("--out", type=Path, default=Path("demo_out"), help="where the index and run go")
+    ap.add_argument("--model", default="smollm2", help="'smollm2' (embedded), a local path or a hub id")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N claims")
+    args = ap.parse_args(argv)
+    if args.model == "smollm2":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from factrl.datasets import DATASETS
+    from factrl.envs.veri_r1 import VeriR1Env
+    from factrl.evaluate import evaluate
+    from factrl.lm.loader import load_lm
+    from factrl.report.markdown import format_summary_line
+    from factrl.retrieval.base import IndexMismatchError
+    from factrl.retrieval.index import build_index, corpus_sha256, load_index
+    from factrl.rollout import RolloutConfig
+
+    data = files("factrl.demo")
+    corpus = Path(str(data / "corpus.jsonl"))
+    claims_file = Path(str(data / "claims.jsonl"))
+    index_dir = args.out / "index"
+    try:
+        index = load_index(index_dir, expect={"corpus_sha256": corpus_sha256(corpus)})
+        print(f"using index {index_dir} ({len(index)} passages)")
+    except (IndexMismatchError, FileNotFoundError):
+        shutil.rmtree(index_dir, ignore_errors=True)
+        t0 = time.perf_counter()
+        index = build_index(corpus, index_dir, corpus_format="jsonl", retriever="bm25", unit_sentences=3)
+        print(f"built BM25 index over {len(index)} passages in {time.perf_counter() - t0:.1f}s")
+
+    claims = DATASETS.get("jsonl")().load(claims_file, "demo").claims
+    if args.limit:
+        claims = claims[: args.limit]
+    print(f"loading {args.model} ...", flush=True)
+    t0 = time.perf_counter()
+    lm = load_lm(args.model)
+    print(f"loaded in {time.perf_counter() - t0:.1f}s; verifying {len(claims)} claims", flush=True)
+
+    run_dir = args.out / "run"
+    shutil.rmtree(run_dir, ignore_errors=True)  # the demo always starts fresh
+    metrics = evaluate(
+        claims,
+        lambda: VeriR1Env(index),
+        lm,
+        run_dir,
+        rollout=RolloutConfig(temperature=0.0, max_new_tokens=256, batch_size=len(claims)),
+        run_info={"dataset": "demo", "model": args.model},
+    )
+
+    from factrl.evaluate import read_trajectories
+
+    by_id = {t.claim_id: t for t in read_trajectories(run_dir / "trajectories.jsonl")}
+    for claim in claims:
+        t = by_id[claim.id]
+        v = t.verdict
+        got = v.label.value if v.label else "(no verdict)"
+        mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
+        print(f"\n{mark} [{claim.id}] {claim.text}")
+        print(f"    gold: {claim.label.value if claim.label else '-'}   verdict: {got}")
+        if t.searches:
+            print("    searched: " + " | ".join(t.searches))
+        for eid in v.evidence_ids or []:
+            text = index.sentence_text(eid)
+            print(f"    [[{eid}]] {text if text is not None else '(not a corpus id)'}")
+        if not v.evidence_ids:
+            print("    evidence: (none cited)")
+        if not v.format_ok:
+            print("    format problems: " + "; ".join(v.format_errors[:3]))
+    print("\nsummary: " + format_summary_line(metrics))
+    print(f"details: {run_dir}/trajectories.jsonl, {run_dir}/metrics.json, {run_dir}/report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
