@@ -1,0 +1,1 @@
+"""Bundled run presets, one per paper setting (the paper index)."""

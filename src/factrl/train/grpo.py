@@ -1,0 +1,185 @@
+"""GRPO over multi-turn factrl episodes on TRL's ``GRPOTrainer``.
+
+What factrl adds to TRL: the rollout (``EnvRollout``: any factrl environment, token
+truth, env mask), the reward columns, the paper presets, the held-out split, metrics
+as JSONL with resume, and curves at the end. TRL is pinned (1.16.0): its rollout hook
+is marked experimental, and ``tests/train/test_trl_contract.py`` fails loudly if the
+contract changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from factrl.envs.base import ENVS, Env
+from factrl.rollout import RolloutConfig
+from factrl.train.config import GRPORunConfig, trl_batch_args
+from factrl.types import Claim
+
+__all__ = ["prepare_claims", "make_env_factory", "resolve_model_path", "train_grpo", "latest_checkpoint"]
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare_claims(cfg: GRPORunConfig, out_dir: Path) -> tuple[list[Claim], list[Claim]]:
+    """Load the dataset, keep labelled non-empty claims, split off the held-out part
+    (stratified, seeded) and record both id lists in the run directory."""
+    from factrl.datasets import DATASETS
+    from factrl.datasets.sampling import split_claims
+
+    d = cfg.data
+    loaded = DATASETS.get(d.dataset)().load(
+        Path(d.data_dir), d.split, on_error="skip" if d.skip_bad_rows else "raise"
+    )
+    usable = [c for c in loaded.claims if c.label is not None and c.text.strip()]
+    dropped = len(loaded.claims) - len(usable)
+    if loaded.errors or dropped:
+        _say(f"data: skipped {len(loaded.errors)} malformed rows, {dropped} unlabelled/empty claims")
+    train, held_out = split_claims(usable, test_fraction=d.held_out_fraction, seed=d.split_seed)
+    if d.limit is not None:
+        train = train[: d.limit]
+    if not train:
+        raise ValueError("no training claims left after the held-out split and filters")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train_ids.txt").write_text("".join(f"{c.id}\n" for c in train))
+    (out_dir / "held_out_ids.txt").write_text("".join(f"{c.id}\n" for c in held_out))
+    return train, held_out
+
+
+def make_env_factory(cfg: GRPORunConfig) -> Callable[[], Env]:
+    """An environment factory from the run config (an index is loaded once and shared)."""
+    e = cfg.env
+    index = None
+    if e.index:
+        from factrl.retrieval.index import load_index
+
+        index = load_index(e.index)
+    if e.mode == "online" and index is None:
+        raise ValueError("the online setting needs env.index (build one with `factrl index build`)")
+    kwargs: dict[str, Any] = {}
+    if e.mode == "online":
+        kwargs = {"max_searches": e.max_searches, "top_k": e.top_k}
+    elif index is not None:
+        from factrl.envs.context import document_context
+
+        kwargs = {"context": document_context(index.passages)}
+    factory = ENVS.get(e.name)
+    return lambda: factory(retriever=index, **kwargs)
+
+
+def resolve_model_path(model_id: str) -> str:
+    """TRL re-loads the reference model from the policy's ``_name_or_path``, so the
+    policy must come from a path or hub id, never an in-memory object."""
+    if model_id in ("smollm2", "embedded"):
+        from factrl.lm.embedded import ensure_embedded_model
+
+        return str(ensure_embedded_model())
+    return model_id
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    ckpts = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    return ckpts[-1] if ckpts else None
+
+
+def _claim_key(c: Claim) -> str:
+    return f"[{c.id}] {c.text.strip()}"
+
+
+def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
+    """Run GRPO; returns the directory of the final model (``<output_dir>/final``)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from factrl.train.callbacks import JsonlMetricsCallback, plot_curves
+    from factrl.train.rollout_adapter import EnvRollout, reward_functions
+
+    out = Path(cfg.output_dir)
+    ckpt = latest_checkpoint(out) if resume else None
+    if not resume and ckpt is None and latest_checkpoint(out) is not None:
+        raise FileExistsError(f"{out} already has checkpoints; pass --resume or choose another output dir")
+    train_claims, _ = prepare_claims(cfg, out)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    by_key = {_claim_key(c): c for c in train_claims}
+    g, r = cfg.grpo, cfg.rollout
+    rollout = EnvRollout(
+        by_key,
+        make_env_factory(cfg),
+        RolloutConfig(
+            temperature=r.temperature,
+            max_new_tokens=r.max_new_tokens,
+            max_total_tokens=r.max_total_tokens,
+            batch_size=r.batch_size,
+            seed=g.seed,
+        ),
+    )
+    funcs, weights = reward_functions()
+    args = GRPOConfig(
+        output_dir=str(out),
+        learning_rate=g.learning_rate,
+        beta=g.beta,
+        num_generations=g.num_generations,
+        num_iterations=g.num_iterations,
+        epsilon=g.epsilon,
+        loss_type=g.loss_type,
+        max_steps=g.max_steps,
+        warmup_steps=g.warmup_steps,
+        weight_decay=g.weight_decay,
+        max_grad_norm=g.max_grad_norm,
+        logging_steps=g.logging_steps,
+        save_steps=g.save_steps,
+        save_total_limit=g.save_total_limit,
+        seed=g.seed,
+        scale_rewards=g.scale_rewards,
+        mask_truncated_completions=g.mask_truncated_completions,
+        max_completion_length=r.max_total_tokens + 1,
+        temperature=r.temperature,
+        top_k=0,
+        reward_weights=weights,
+        bf16=False,
+        report_to=[],
+        save_only_model=False,
+        dataloader_num_workers=0,
+        **trl_batch_args(g),
+    )
+    peft_config = None
+    if cfg.model.lora:
+        from peft import LoraConfig
+
+        m = cfg.model
+        peft_config = LoraConfig(
+            r=m.lora_r, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
+            target_modules=m.lora_target_modules, task_type="CAUSAL_LM",
+        )
+    model_path = resolve_model_path(cfg.model.id)
+    trainer = GRPOTrainer(
+        model=model_path,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": list(by_key)}),
+        rollout_func=rollout,
+        peft_config=peft_config,
+        callbacks=[JsonlMetricsCallback(out / "metrics.jsonl")],
+    )
+    _say(
+        f"GRPO: {len(train_claims)} training claims, model {cfg.model.id}, preset {cfg.preset.name}"
+        + (f", resuming from {ckpt.name}" if ckpt else "")
+    )
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    final = out / "final"
+    model = trainer.model
+    if cfg.model.lora:
+        model = model.merge_and_unload()
+    model.save_pretrained(final)
+    trainer.processing_class.save_pretrained(final)
+    plot_curves(out / "metrics.jsonl", out / "curves.png")
+    _say(f"saved {final}; metrics {out / 'metrics.jsonl'}; curves {out / 'curves.png'}")
+    return final

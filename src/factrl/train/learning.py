@@ -1,0 +1,56 @@
+"""Before/after evaluation on the held-out claims of a training run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from factrl.train.config import GRPORunConfig
+
+__all__ = ["evaluate_held_out", "learning_table"]
+
+
+def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_size: int = 32) -> dict[str, Any]:
+    """Greedy evaluation of ``model`` on the run's held-out claims (resumable)."""
+    from factrl.evaluate import evaluate
+    from factrl.lm.loader import load_lm
+    from factrl.rollout import RolloutConfig
+    from factrl.train.grpo import make_env_factory, prepare_claims
+
+    _, held_out = prepare_claims(cfg, Path(cfg.output_dir))
+    lm = load_lm(model)
+    info = {"model": model, "mode": cfg.env.mode, "held_out": len(held_out), "dataset": cfg.data.dataset}
+    return evaluate(
+        held_out,
+        make_env_factory(cfg),
+        lm,
+        out_dir,
+        rollout=RolloutConfig(
+            temperature=0.0,
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            max_total_tokens=cfg.rollout.max_total_tokens,
+            batch_size=batch_size,
+        ),
+        run_info=info,
+    )
+
+
+def learning_table(run_dir: Path) -> str:
+    """Markdown table: held-out metrics before → after, with the majority-class baseline."""
+    before = json.loads((run_dir / "eval_before" / "metrics.json").read_text())
+    after = json.loads((run_dir / "eval_after" / "metrics.json").read_text())
+    rows = ["format_ok_rate", "label_acc", "macro_f1", "verification_acc", "joint_acc", "evidence_score"]
+    maj = before.get("majority_baseline") or {}
+    lines = [
+        f"Held-out claims: {before['n']} (majority class {maj.get('label')}: {_f(maj.get('acc'))})",
+        "",
+        "| metric | before | after |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {k} | {_f(before.get(k))} | {_f(after.get(k))} |" for k in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _f(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.3f}"

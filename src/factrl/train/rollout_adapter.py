@@ -1,0 +1,129 @@
+"""The bridge between factrl episodes and TRL's GRPOTrainer ``rollout_func`` hook.
+
+``trajectories_to_trl`` is a pure function (tested without TRL): it hands the trainer
+the token ids exactly as generated, a per-token ``env_mask`` (1 = sampled by the model,
+0 = inserted by the environment) that TRL multiplies into the loss mask — so retrieved
+text contributes neither policy loss nor KL — and the reward components as extra
+columns that reach the reward functions by keyword.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from factrl.envs.base import Env
+from factrl.rollout import RolloutConfig, run_episodes
+from factrl.types import Claim, Trajectory
+
+__all__ = ["REWARD_COLUMNS", "trajectories_to_trl", "EnvRollout", "reward_functions"]
+
+# Extra columns handed to TRL: the optimised total and components logged beside it.
+REWARD_COLUMNS = ("reward_total", "reward_label", "reward_evidence", "reward_format", "label_correct")
+
+
+def _columns(traj: Trajectory) -> dict[str, float]:
+    c = traj.reward.components
+    label_part = c.get("label", 0.0) * c.get("validity", 0.0)
+    correct = float(traj.verdict.label is not None and traj.verdict.label == traj.claim.label)
+    return {
+        "reward_total": float(traj.reward.total),
+        "reward_label": float(label_part),
+        "reward_evidence": float(c.get("evidence", 0.0)),
+        "reward_format": float(c.get("format", 0.0)),
+        "label_correct": correct,
+    }
+
+
+def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int) -> dict[str, Any]:
+    """TRL's rollout dict from finished trajectories.
+
+    An episode that ended properly (an answer was given) gets an EOS appended with
+    mask 0, so TRL does not count it as truncated while no loss falls on a token the
+    model did not sample. A failed reset yields a one-token dummy with mask 0 and reward 0.
+    """
+    out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
+    for col in REWARD_COLUMNS:
+        out[col] = []
+    for t in trajs:
+        prompt = list(t.prompt_ids) or [eos_token_id]
+        ids, mask, lps = [], [], []
+        for turn in t.turns:
+            ids += turn.token_ids
+            mask += turn.mask
+            lps += turn.logprobs if turn.logprobs is not None else [0.0] * len(turn.token_ids)
+        last_finish = next((x.finish_reason for x in reversed(t.turns) if x.source == "model"), None)
+        if not ids or (last_finish != "length" and ids[-1] != eos_token_id):
+            ids, mask, lps = ids + [eos_token_id], mask + [0], lps + [0.0]
+        out["prompt_ids"].append(prompt)
+        out["completion_ids"].append(ids)
+        out["logprobs"].append(lps)
+        out["env_mask"].append(mask)
+        cols = _columns(t) if t.prompt_ids else dict.fromkeys(REWARD_COLUMNS, 0.0)
+        for col in REWARD_COLUMNS:
+            out[col].append(cols[col])
+    return out
+
+
+def _column_reward(column: str) -> Callable[..., list[float]]:
+    def reward(completions: list, **kwargs: Any) -> list[float]:
+        return [float(x) for x in kwargs[column]]
+
+    reward.__name__ = column
+    return reward
+
+
+def reward_functions() -> tuple[list[Callable[..., list[float]]], list[float]]:
+    """Reward functions and weights for TRL: the total is optimised (weight 1); the
+    components are logged beside it (weight 0)."""
+    funcs = [_column_reward(c) for c in REWARD_COLUMNS]
+    weights = [1.0] + [0.0] * (len(REWARD_COLUMNS) - 1)
+    return funcs, weights
+
+
+class EnvRollout:
+    """``rollout_func(prompts, trainer)`` running factrl environments with the policy.
+
+    Prompts are keys into ``claims`` (TRL passes only prompt strings, already repeated
+    ``num_generations`` times). Generation uses the trainer's live model through the
+    factrl HF backend, so logprobs match what the trainer recomputes.
+    """
+
+    def __init__(
+        self,
+        claims: dict[str, Claim],
+        make_env: Callable[[], Env],
+        rollout: RolloutConfig,
+        *,
+        on_trajectories: Callable[[list[Trajectory]], None] | None = None,
+    ) -> None:
+        self.claims = claims
+        self.make_env = make_env
+        self.rollout = rollout
+        self.on_trajectories = on_trajectories
+        self.calls = 0
+
+    def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
+        import torch
+        from trl.models.utils import unwrap_model_for_generation
+
+        from factrl.lm.hf import HFLM
+
+        try:
+            claims = [self.claims[p] for p in prompts]
+        except KeyError as exc:
+            raise KeyError(f"rollout got a prompt that is not a training claim key: {exc}") from None
+        seed = None if self.rollout.seed is None else self.rollout.seed + 7919 * self.calls
+        cfg = RolloutConfig(**{**self.rollout.__dict__, "group": 1, "seed": seed})
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model, torch.no_grad():
+            was_training = model.training
+            model.eval()
+            try:
+                lm = HFLM(model, trainer.processing_class)
+                trajs = run_episodes(self.make_env, claims, lm, cfg)
+            finally:
+                model.train(was_training)
+        self.calls += 1
+        if self.on_trajectories is not None:
+            self.on_trajectories(trajs)
+        return trajectories_to_trl(trajs, trainer.processing_class.eos_token_id)

@@ -1,0 +1,94 @@
+"""GRPO on TRL with a factrl environment, on a tiny model built from SmolLM2's config."""
+
+import json
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from factrl.envs.base import ENVS, EpisodeResult, StepResult  # noqa: E402
+from factrl.train.callbacks import read_metrics  # noqa: E402
+from factrl.train.config import GRPORunConfig, load_run_config  # noqa: E402
+from factrl.train.grpo import train_grpo  # noqa: E402
+from factrl.types import Message, RewardBreakdown, Verdict  # noqa: E402
+
+from conftest import REPO  # noqa: E402
+
+
+class VowelEnv:
+    """One-turn env whose reward (share of vowels) a random tiny model can vary."""
+
+    name = "vowel_test"
+    stop = ("</answer>",)
+    max_turns = 1
+
+    def __init__(self, retriever=None):
+        self.text = ""
+
+    def reset(self, claim):
+        return [Message(role="user", content=f"Talk about: {claim.text}")]
+
+    def step(self, text):
+        self.text = text
+        return StepResult(observation=None, done=True)
+
+    def result(self):
+        share = sum(ch in "aeiou" for ch in self.text) / max(1, len(self.text))
+        return EpisodeResult(verdict=Verdict(), reward=RewardBreakdown(components={"format": 0.0}, total=share))
+
+
+if "vowel_test" not in ENVS:
+    ENVS.register("vowel_test")(VowelEnv)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from factrl.lm.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), layers=2, hidden=64, heads=4)
+
+
+def _config(tiny_model, out, **grpo):
+    cfg = load_run_config(
+        REPO / "tests" / "fixtures" / "tiny_grpo.toml",
+        {"model.id": str(tiny_model), "output_dir": str(out),
+         "data.data_dir": str(REPO / "tests" / "fixtures" / "tiny_claims.jsonl"),
+         **{f"grpo.{k}": v for k, v in grpo.items()}},
+    )
+    assert isinstance(cfg, GRPORunConfig)
+    return cfg
+
+
+def _weights(path):
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(str(path))
+    return {k: v.clone() for k, v in m.state_dict().items()}
+
+
+def test_two_grpo_steps_change_weights_with_finite_loss(tiny_model, tmp_path):
+    before = _weights(tiny_model)
+    final = train_grpo(_config(tiny_model, tmp_path, max_steps=2))
+    after = _weights(final)
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert len(changed) >= len(before) // 2, changed
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(math.isfinite(r["loss"]) for r in rows)
+    assert all("rewards/reward_total/mean" in r and "kl" in r for r in rows)
+    assert (tmp_path / "held_out_ids.txt").read_text().strip()
+    assert json.loads((tmp_path / "config.json").read_text())["grpo"]["beta"] == 0.001
+
+
+def test_resume_continues_the_same_run(tiny_model, tmp_path):
+    train_grpo(_config(tiny_model, tmp_path, max_steps=2))
+    with pytest.raises(FileExistsError):
+        train_grpo(_config(tiny_model, tmp_path, max_steps=3))
+    train_grpo(_config(tiny_model, tmp_path, max_steps=3), resume=True)
+    steps = [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl") if "loss" in r]
+    assert steps == [1, 2, 3]
+    state = json.loads((tmp_path / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2, 3]
