@@ -67,3 +67,56 @@ def grpo(
         table = learning_table(Path(cfg.output_dir))
         (Path(cfg.output_dir) / "learning.md").write_text(table)
         typer.echo(table)
+
+
+@train_app.command("sft")
+def sft(
+    trajectories: Path = typer.Option(..., "--trajectories", help="trajectories.jsonl of a teacher (factrl eval)."),
+    model: str = typer.Option("smollm2", "--model", help="Student model: 'smollm2', a path or a hub id."),
+    out: Path = typer.Option(..., "--out", help="Output directory (final model in OUT/final)."),
+    learning_rate: float = typer.Option(1e-5),
+    epochs: float = typer.Option(2.0),
+    batch_size: int = typer.Option(4),
+    lora: bool = typer.Option(False, help="Train LoRA adapters (merged into final/)."),
+) -> None:
+    """SFT baseline (Veri-R1 App. H) on the teacher's fully correct trajectories."""
+    from factrl.train.sft import SFTSettings, train_sft
+
+    final = train_sft(trajectories, model, out, SFTSettings(learning_rate=learning_rate, epochs=epochs,
+                                                           batch_size=batch_size, lora=lora))
+    typer.echo(f"saved {final}")
+
+
+@train_app.command("filter")
+def filter_(
+    dataset: str = typer.Option(..., "--dataset"),
+    data_dir: Path = typer.Option(..., "--data-dir"),
+    split: str = typer.Option("train", "--split"),
+    index: Path = typer.Option(None, "--index", help="Index for the documents' context sentences."),
+    model: str = typer.Option("smollm2", "--model", help="The judge model (the paper used GPT-4o)."),
+    out: Path = typer.Option(..., "--out", help="Run directory: trajectories, kept.jsonl, report."),
+    limit: int = typer.Option(None, "--limit"),
+    batch_size: int = typer.Option(16),
+) -> None:
+    """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
+    from factrl.datasets import DATASETS
+    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.evaluate import evaluate, read_trajectories
+    from factrl.lm.loader import load_lm
+    from factrl.rollout import RolloutConfig
+    from factrl.train.filtering import kept_claims, write_claims_jsonl
+
+    claims = DATASETS.get(dataset)().load(data_dir, split).claims[:limit]
+    context = None
+    if index is not None:
+        from factrl.envs.context import document_context
+        from factrl.retrieval.index import load_index
+
+        context = document_context(load_index(index).passages)
+    cfg = VeriR1Config(mode="offline")
+    evaluate(claims, lambda: VeriR1Env(None, cfg, context=context), load_lm(model), out,
+             rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
+             run_info={"dataset": dataset, "split": split, "model": model, "mode": "offline-filter"})
+    kept = kept_claims(claims, read_trajectories(out / "trajectories.jsonl"))
+    write_claims_jsonl(kept, out / "kept.jsonl")
+    typer.echo(f"kept {len(kept)} of {len(claims)} claims ({len(kept) / max(1, len(claims)):.0%}) → {out / 'kept.jsonl'}")

@@ -1,0 +1,127 @@
+"""SFT baseline (Veri-R1 App. H): fine-tune on a teacher's fully correct trajectories.
+
+Teacher trajectories come from ``factrl eval --model TEACHER`` (any LM backend, any
+tokenizer). The student never sampled the teacher's tokens, so here — unlike in RL —
+each turn's *text* is encoded with the student's tokenizer, turn by turn: the loss
+covers the teacher's turns plus a closing EOS; the prompt (student chat template) and
+every retrieved observation are labelled -100, as in RL.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factrl.metrics.veri_r1 import score_item
+from factrl.types import Trajectory
+
+__all__ = ["SFTSettings", "is_fully_correct", "select_correct", "sft_examples", "train_sft"]
+
+
+@dataclass
+class SFTSettings:
+    learning_rate: float = 1e-5
+    epochs: float = 2.0
+    batch_size: int = 4
+    gradient_accumulation_steps: int = 1
+    max_length: int = 2048
+    lora: bool = False  # the paper used LoRA (App. H)
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    seed: int = 0
+    save_steps: int = 200
+
+
+def is_fully_correct(t: Trajectory) -> bool:
+    """Well formed, correct label, and evidence exactly the gold set (NEI relaxed)."""
+    if t.error or not t.verdict.format_ok or t.claim.label is None:
+        return False
+    return score_item(t.claim.label, t.claim.evidence_ids, t.verdict).joint
+
+
+def select_correct(trajs: Sequence[Trajectory]) -> list[Trajectory]:
+    return [t for t in trajs if is_fully_correct(t)]
+
+
+def sft_examples(trajs: Sequence[Trajectory], lm: Any, max_length: int | None = None) -> list[dict[str, list[int]]]:
+    """``{"input_ids", "labels"}`` per trajectory, tokenised by the student ``lm`` (an
+    ``LM``: ``chat_prompt_ids``/``encode``/``eos_token_id``); labels -100 off the teacher's turns."""
+    out = []
+    eos_token_id = lm.eos_token_id
+    for t in trajs:
+        ids = list(lm.chat_prompt_ids(t.prompt))
+        labels = [-100] * len(ids)
+        for turn in t.turns:
+            toks = [x for x in lm.encode(turn.text) if x != eos_token_id]
+            ids += toks
+            labels += toks if turn.source == "model" else [-100] * len(toks)
+        if not ids or ids[-1] != eos_token_id:
+            ids.append(eos_token_id)
+            labels.append(eos_token_id)
+        if max_length is not None and len(ids) > max_length:
+            continue  # a cut example would teach an unfinished answer
+        if any(x != -100 for x in labels):
+            out.append({"input_ids": ids, "labels": labels})
+    return out
+
+
+class _TokenizerView:
+    """The tokenising half of the LM protocol, from a bare HF tokenizer."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_id = int(tokenizer.eos_token_id)
+
+    def chat_prompt_ids(self, messages: Sequence[Any]) -> list[int]:
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        out = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
+        return [int(i) for i in (out if isinstance(out, list) else out["input_ids"])]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettings | None = None) -> Path:
+    """Select fully correct trajectories, fine-tune ``model`` on them, save ``out_dir/final``."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from factrl.evaluate import read_trajectories
+    from factrl.train.grpo import resolve_model_path
+
+    s = settings or SFTSettings()
+    trajs = read_trajectories(Path(trajectories))
+    keep = select_correct(trajs)
+    model_path = resolve_model_path(model)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    examples = sft_examples(keep, _TokenizerView(tok), s.max_length)
+    print(f"SFT: {len(examples)} examples from {len(keep)} fully correct of {len(trajs)} trajectories",
+          file=sys.stderr, flush=True)
+    if not examples:
+        raise ValueError(f"no fully correct trajectories in {trajectories}; nothing to train on")
+    peft_config: Any = None
+    if s.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=s.lora_target_modules,
+                                 task_type="CAUSAL_LM")
+    args = SFTConfig(
+        output_dir=str(out_dir), learning_rate=s.learning_rate, num_train_epochs=s.epochs,
+        per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.gradient_accumulation_steps,
+        max_length=s.max_length, seed=s.seed, save_steps=s.save_steps, bf16=False, report_to=[],
+        logging_steps=1, dataloader_num_workers=0,
+    )
+    trainer = SFTTrainer(model=model_path, args=args, train_dataset=Dataset.from_list(examples),
+                         processing_class=tok, peft_config=peft_config)
+    trainer.train()
+    final = Path(out_dir) / "final"
+    m = trainer.model.merge_and_unload() if s.lora else trainer.model
+    m.save_pretrained(final)
+    tok.save_pretrained(final)
+    return final
