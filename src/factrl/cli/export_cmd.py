@@ -1,0 +1,92 @@
+"""``factrl export``: write claims in other frameworks' training formats (verl)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from factrl.cli.app import app
+
+export_app = typer.Typer(no_args_is_help=True, help="Export training data for other frameworks (verl).")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("verl")
+def export_verl(
+    dataset: str = typer.Option(..., "--dataset", help="Dataset format, e.g. scifact or jsonl."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
+    split: str = typer.Option("train", "--split"),
+    out: Path = typer.Option(..., "--out", help="Parquet file to write (FILE.parquet)."),
+    mode: str = typer.Option("online", help="online (search) or offline (evidence in the prompt)."),
+    limit: int = typer.Option(None, "--limit", help="Only the first N claims (after --balanced)."),
+    balanced: bool = typer.Option(False, help="Interleave labels so any --limit is class-balanced."),
+    index: Path = typer.Option(
+        None, "--index", help="Offline only: index whose documents give the context around the gold evidence."
+    ),
+    data_source: str = typer.Option(None, "--data-source", help="verl's data_source column (default: the dataset)."),
+    max_searches: int = typer.Option(3, "--max-searches", help="Search budget written into the online prompt."),
+    agent_name: str = typer.Option(
+        None, "--agent-name", help="Add verl's agent_name column (e.g. factrl_env) to pick the agent loop per row."
+    ),
+    skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows and unusable claims."),
+) -> None:
+    """Write a dataset split as a verl parquet with the prompts factrl's environment builds."""
+    if mode not in ("online", "offline"):
+        raise typer.BadParameter("mode must be online or offline", param_hint="--mode")
+    if index is not None and mode != "offline":
+        raise typer.BadParameter("--index gives offline context; online prompts do not use it", param_hint="--index")
+    if out.suffix != ".parquet":
+        raise typer.BadParameter(f"{out} does not end in .parquet", param_hint="--out")
+    from factrl.datasets import DatasetFormatError, load_dataset
+    from factrl.datasets.sampling import interleave_labels
+    from factrl.registry import RegistryError
+    from factrl.train.verl.export import VerlDataError, export_verl_parquet
+
+    try:
+        loaded = load_dataset(
+            dataset,
+            data_dir,
+            split,
+            on_error="skip" if skip_bad_rows else "raise",
+            limit=None if balanced else limit,
+        )
+    except (DatasetFormatError, RegistryError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for err in loaded.errors[:5]:
+        typer.echo(f"skipped: {err}", err=True)
+    if loaded.errors:
+        typer.echo(f"skipped {len(loaded.errors)} malformed rows", err=True)
+    claims = interleave_labels(loaded.claims) if balanced else loaded.claims
+    if limit is not None:
+        claims = claims[:limit]
+    context = None
+    if index is not None:
+        from factrl.envs.context import document_context
+        from factrl.retrieval.index import load_index
+
+        context = document_context(load_index(index).passages)
+    env_kwargs = {"max_searches": max_searches} if mode == "online" else {}
+    try:
+        result = export_verl_parquet(
+            claims,
+            out,
+            mode=mode,  # type: ignore[arg-type]
+            split=split,
+            data_source=data_source or dataset,
+            context=context,
+            env_kwargs=env_kwargs,
+            agent_name=agent_name,
+            skip_invalid=skip_bad_rows,
+        )
+    except VerlDataError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        if not skip_bad_rows:
+            typer.echo("(pass --skip-bad-rows to skip such claims and count them)", err=True)
+        raise typer.Exit(1) from None
+    for claim_id, reason in result.skipped[:5]:
+        typer.echo(f"skipped claim {claim_id}: {reason}", err=True)
+    if result.skipped:
+        typer.echo(f"skipped {len(result.skipped)} claims", err=True)
+    typer.echo(f"wrote {result.rows} rows ({mode}, split {split}) to {result.path}")

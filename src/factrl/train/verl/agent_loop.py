@@ -1,0 +1,201 @@
+"""A verl agent loop that runs a factrl environment (Veri-R1 by default) inside verl's
+multi-turn rollout. Importing this module needs verl (``verl.experimental.agent_loop``).
+
+Registered as ``factrl_env``; verl workers find it through an agent-loop config file
+(see ``examples/agent_loop.yaml``)::
+
+    - name: factrl_env
+      _target_: factrl.train.verl.agent_loop.FactrlEnvAgentLoop
+      env: veri_r1
+      retriever_url: http://127.0.0.1:8000
+
+For every sample the loop rebuilds the claim from the row (``extra_info.claim`` written by
+``factrl export verl``, or the Veri-R1 authors' columns), builds the environment, and
+hands the episode to :func:`~factrl.train.verl.episode.run_token_episode`, which keeps
+factrl's token discipline (sampled ids mask 1, observation ids mask 0, nothing
+re-tokenised). The model's own text goes to the reward function through
+``extra_fields`` (verl merges them into ``extra_info``); with ``score_in_loop`` the loop
+sets ``reward_score`` itself from the environment's reward and verl skips the reward
+function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+from factrl.envs.base import ENVS, Env
+from factrl.train.verl.episode import Sampled, TokenBudget, agent_loop_fields, run_token_episode, shared_retriever
+from factrl.train.verl.export import claim_from_row, context_from_row
+from factrl.train.verl.reward import MODEL_TEXT_KEY, score_fields
+from factrl.types import Message
+
+__all__ = ["AGENT_NAME", "FactrlEnvAgentLoop", "stop_params"]
+
+log = logging.getLogger(__name__)
+AGENT_NAME = "factrl_env"
+_warned_mismatch: list[str] = []
+
+
+def stop_params(backend: str, stop: tuple[str, ...]) -> dict[str, Any]:
+    """Stop strings in the rollout server's terms, keeping the stop string in the output:
+    the environment reads the trailing ``</search>`` to know a search was asked for."""
+    params: dict[str, Any] = {"stop": list(stop)}
+    if backend == "sglang":
+        params["no_stop_trim"] = True
+    else:  # vLLM and TensorRT-LLM name it the same way
+        params["include_stop_str_in_output"] = True
+    return params
+
+
+def _plain(value: Any) -> Any:
+    """Hydra hands nested YAML values over as DictConfig/ListConfig; make them plain."""
+    if isinstance(value, Mapping) or hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+        return [_plain(v) for v in value]
+    return value
+
+
+@register(AGENT_NAME)
+class FactrlEnvAgentLoop(AgentLoopBase):
+    """verl ``AgentLoopBase`` running one factrl environment episode per sample.
+
+    Keyword arguments (from the agent-loop YAML): ``env`` (an ``ENVS`` name),
+    ``retriever_url`` or ``index`` (where searches go; not needed offline), ``env_kwargs``
+    (passed to the environment factory, e.g. ``max_searches``; must match the export),
+    ``max_turn_tokens`` (per model turn, Veri-R1: 512), ``score_in_loop``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        env: str = "veri_r1",
+        retriever_url: str | None = None,
+        index: str | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+        max_turn_tokens: int = 512,
+        score_in_loop: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        ENVS.get(env)  # fail at start-up on an unknown name, not in every rollout
+        self.env_name = env
+        self.env_kwargs = _plain(env_kwargs or {})
+        self.retriever_url = retriever_url
+        self.index = index
+        self.score_in_loop = bool(score_in_loop)
+        self.budget = TokenBudget(
+            max_turn_tokens=int(max_turn_tokens), max_response_tokens=int(self.rollout_config.response_length)
+        )
+        self.backend = str(getattr(self.rollout_config, "name", "vllm"))
+        if self.backend == "sglang" and getattr(self.rollout_config, "skip_tokenizer_init", False):
+            # verl's vLLM server always keeps its tokenizer; SGLang follows this flag, and
+            # without a tokenizer it cannot match the stop strings the episode relies on.
+            raise ValueError(
+                "the factrl_env agent loop stops generation at '</search>' and '</answer>'; SGLang needs "
+                "actor_rollout_ref.rollout.skip_tokenizer_init=False for stop strings"
+            )
+
+    def make_env(self, sample: Mapping[str, Any], *, where: str = "sample") -> Env:
+        retriever = None
+        if self.retriever_url or self.index:
+            retriever = shared_retriever(url=self.retriever_url or None, index=None if self.retriever_url else self.index)
+        factory = ENVS.get(self.env_name)
+        kwargs = dict(self.env_kwargs)
+        context = context_from_row(sample, where=where)
+        if context is not None and "context" in inspect.signature(factory).parameters:
+            kwargs["context"] = lambda _claim: context  # offline: the sentences the export showed
+        env = factory(retriever, **kwargs)
+        extra = sample.get("extra_info") or {}
+        row_mode, env_mode = extra.get("mode"), getattr(getattr(env, "config", None), "mode", None)
+        if row_mode and env_mode and row_mode != env_mode:
+            raise ValueError(
+                f"{where}: the row was exported for {row_mode} Veri-R1 but this agent loop runs {env.name!r}; "
+                "use a loop with env: veri_r1_offline for offline rows (or verl's single_turn_agent, which needs no environment)"
+            )
+        return env
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        where = f"sample index={kwargs.get('index')} data_source={kwargs.get('data_source')}"
+        claim = claim_from_row(kwargs, where=where)
+        env = self.make_env(kwargs, where=where)
+        request_id = uuid4().hex  # one id per trajectory: the server keeps its prefix cache
+        raw_prompt = [dict(m) for m in kwargs.get("raw_prompt", [])]
+        mismatch = False
+
+        async def tokenize_prompt(messages: list[Message]) -> list[int]:
+            nonlocal mismatch
+            chat = [{"role": m.role, "content": m.content} for m in messages]
+            if raw_prompt and [{"role": m.get("role"), "content": m.get("content")} for m in raw_prompt] != chat:
+                # The environment is the source of truth; a differing dataset prompt means
+                # the export and the agent-loop config disagree (e.g. max_searches).
+                mismatch = True
+                if not _warned_mismatch:  # once per worker process, not once per rollout
+                    _warned_mismatch.append(where)
+                    log.warning("%s: the dataset prompt differs from the environment's; using the environment's", where)
+            return await self.ct_build_initial_tokens(chat)
+
+        preempted = 0
+        server_extra: dict[str, Any] = {}
+
+        async def generate(context: list[int], max_new_tokens: int) -> Sampled:
+            nonlocal preempted
+            params = {**sampling_params, **stop_params(self.backend, env.stop), "max_tokens": max_new_tokens}
+            out = await self.server_manager.generate(request_id=request_id, prompt_ids=context, sampling_params=params)
+            preempted += int(out.num_preempted or 0)
+            # As verl's tool loop: the first call's server fields (policy version for
+            # off-policy bookkeeping), then only the newest max_global_steps.
+            if not server_extra:
+                server_extra.update(out.extra_fields or {})
+            elif (out.extra_fields or {}).get("max_global_steps"):
+                server_extra["max_global_steps"] = out.extra_fields["max_global_steps"]
+            return Sampled(
+                token_ids=list(out.token_ids),
+                logprobs=list(out.log_probs) if out.log_probs else None,
+                finish_reason=out.stop_reason,
+            )
+
+        traj = await run_token_episode(
+            env,
+            claim,
+            tokenize_prompt=tokenize_prompt,
+            generate=generate,
+            encode=lambda text: list(self.tokenizer.encode(text, add_special_tokens=False)),
+            decode=lambda ids: self.tokenizer.decode(list(ids), skip_special_tokens=True),
+            budget=self.budget,
+        )
+        fields = agent_loop_fields(traj, self.budget.max_response_tokens)
+        if not fields["prompt_ids"]:
+            # The environment could not start on this row (reset failed): a data error to
+            # fix, not an empty sample to train on.
+            raise RuntimeError(f"{where}: {traj.error}")
+        extra: dict[str, Any] = dict(server_extra)
+        extra.update(
+            {
+                MODEL_TEXT_KEY: traj.model_text,
+                "factrl_error": traj.error or "",
+                "factrl_prompt_mismatch": mismatch,
+                "factrl_searches": len(traj.searches),
+                "turn_scores": [],
+                "tool_rewards": [],
+            }
+        )
+        output = AgentLoopOutput(
+            **fields,
+            metrics={
+                "generate_sequences": traj.timings.get("generate_s", 0.0),
+                "tool_calls": traj.timings.get("env_s", 0.0),
+                "num_preempted": preempted,
+            },
+            extra_fields=extra,
+        )
+        if self.score_in_loop:
+            output.reward_score = float(traj.reward.total)
+            output.extra_fields["reward_extra_info"] = score_fields(traj.reward)
+        return output

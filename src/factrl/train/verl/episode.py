@@ -1,0 +1,185 @@
+"""One factrl episode driven token by token through an async generate call — the part
+of verl's agent loop that needs no verl, so it is tested on any machine.
+
+Token discipline is :mod:`factrl.rollout`'s: the prompt is tokenised once from the
+environment's chat messages; each model turn keeps the sampled ids exactly (mask 1, with
+their logprobs); each observation is encoded once without special tokens and appended
+with mask 0; model text is never re-tokenised. The result is a factrl
+:class:`~factrl.types.Trajectory`, the record every other part of factrl reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from factrl.envs.base import Env
+from factrl.retrieval.base import Retriever
+from factrl.types import Claim, Message, Trajectory, Turn, Verdict
+
+__all__ = [
+    "Sampled",
+    "TokenBudget",
+    "run_token_episode",
+    "agent_loop_fields",
+    "shared_retriever",
+]
+
+
+@dataclass
+class Sampled:
+    """One generate call's answer: the ids as sampled and their logprobs (None when the
+    server did not return them)."""
+
+    token_ids: list[int]
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """Veri-R1: 512 tokens per model turn; ``max_response_tokens`` bounds the whole
+    response (model turns + observations), verl's ``rollout.response_length``."""
+
+    max_turn_tokens: int = 512
+    max_response_tokens: int = 4096
+
+
+GenerateFn = Callable[[list[int], int], Awaitable[Sampled]]  # (context ids, max new tokens)
+TokenizeFn = Callable[[list[Message]], Awaitable[list[int]]]
+
+
+async def run_token_episode(
+    env: Env,
+    claim: Claim,
+    *,
+    tokenize_prompt: TokenizeFn,
+    generate: GenerateFn,
+    encode: Callable[[str], list[int]],
+    decode: Callable[[Sequence[int]], str],
+    budget: TokenBudget = TokenBudget(),
+    env_in_thread: bool = True,
+) -> Trajectory:
+    """Run one episode of ``env`` on ``claim``.
+
+    ``env_in_thread`` runs ``env.step`` in a worker thread, so a blocking search (HTTP or
+    an in-process index) does not stall the event loop other episodes share. Failures of
+    the environment end the episode and are recorded in ``Trajectory.error``, as in
+    :func:`factrl.rollout.run_episodes`.
+    """
+    started = time.perf_counter()
+    traj = Trajectory(claim_id=claim.id, env=getattr(env, "name", type(env).__name__), claim=claim, prompt=[])
+    try:
+        traj.prompt = env.reset(claim)
+        traj.prompt_ids = list(await tokenize_prompt(traj.prompt))
+    except Exception as exc:  # bad claim or env set-up: a recorded failure, not a crash
+        traj.error = f"reset failed: {type(exc).__name__}: {exc}"
+    gen_s = env_s = 0.0
+    used = model_turns = 0
+    while traj.error is None:
+        room = budget.max_response_tokens - used
+        if room <= 0:
+            break
+        context = traj.prompt_ids + [t for turn in traj.turns for t in turn.token_ids]
+        t0 = time.perf_counter()
+        out = await generate(context, min(budget.max_turn_tokens, room))
+        elapsed = time.perf_counter() - t0
+        gen_s += elapsed
+        ids = list(out.token_ids)
+        text = decode(ids)
+        traj.turns.append(
+            Turn(
+                source="model",
+                text=text,
+                token_ids=ids,
+                mask=[1] * len(ids),
+                logprobs=None if out.logprobs is None else [float(x) for x in out.logprobs],
+                finish_reason=out.finish_reason,
+                seconds=elapsed,
+            )
+        )
+        used += len(ids)
+        model_turns += 1
+        t1 = time.perf_counter()
+        try:
+            step = await asyncio.to_thread(env.step, text) if env_in_thread else env.step(text)
+        except Exception as exc:  # e.g. the retriever failed: record it, end the episode
+            traj.error = f"env step failed: {type(exc).__name__}: {exc}"
+            break
+        finally:
+            env_s += time.perf_counter() - t1
+        if step.done or not ids:
+            break
+        if step.observation:
+            obs = encode(step.observation)
+            traj.turns.append(Turn(source="env", text=step.observation, token_ids=obs, mask=[0] * len(obs)))
+            used += len(obs)
+        if model_turns >= env.max_turns + 1:
+            break  # the env should have ended the episode; never loop past its turn budget
+    if traj.prompt:
+        try:
+            res = env.result()
+            traj.verdict, traj.reward = res.verdict, res.reward
+            traj.searches, traj.retrieved_ids = res.searches, res.retrieved_ids
+            traj.timings.update(res.timings)
+        except Exception as exc:
+            traj.error = traj.error or f"result failed: {type(exc).__name__}: {exc}"
+            traj.verdict = Verdict(format_ok=False, format_errors=[traj.error])
+    traj.timings.update(generate_s=gen_s, env_s=env_s, total_s=time.perf_counter() - started)
+    traj.meta["completion_tokens"] = sum(len(t.token_ids) for t in traj.turns if t.source == "model")
+    return traj
+
+
+def agent_loop_fields(traj: Trajectory, response_length: int) -> dict[str, Any]:
+    """The token fields of verl's ``AgentLoopOutput`` for a trajectory.
+
+    The response is every turn's ids in order, cut to ``response_length`` (only an
+    observation can overflow: model turns are budgeted to fit); observation tokens get
+    logprob 0.0, as verl pads tool responses. ``response_logprobs`` is None unless every
+    model turn has logprobs. ``num_turns`` counts the prompt and every turn, as verl does.
+    """
+    ids: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] = []
+    have_logprobs = any(t.source == "model" for t in traj.turns)
+    for turn in traj.turns:
+        ids += turn.token_ids
+        mask += turn.mask
+        if turn.source == "model" and turn.logprobs is None:
+            have_logprobs = False
+        logprobs += turn.logprobs if turn.logprobs is not None else [0.0] * len(turn.token_ids)
+    return {
+        "prompt_ids": list(traj.prompt_ids),
+        "response_ids": ids[:response_length],
+        "response_mask": mask[:response_length],
+        "response_logprobs": logprobs[:response_length] if have_logprobs else None,
+        "num_turns": 1 + len(traj.turns),
+    }
+
+
+_RETRIEVERS: dict[tuple[str, str], Retriever] = {}
+_RETRIEVERS_LOCK = threading.Lock()
+
+
+def shared_retriever(*, url: str | None = None, index: str | None = None) -> Retriever:
+    """One retriever per process for a URL (factrl's HTTP retriever client) or an index
+    directory (loaded in-process). verl builds a new agent loop object for every sample,
+    so the retriever must outlive them: an index is loaded once, not once per rollout."""
+    if (url is None) == (index is None):
+        raise ValueError("give exactly one of url (a factrl retriever server) or index (an index directory)")
+    key = ("url", url) if url is not None else ("index", str(index))
+    with _RETRIEVERS_LOCK:
+        if key not in _RETRIEVERS:
+            if url is not None:
+                from factrl.retrieval.client import RetrieverClient
+
+                _RETRIEVERS[key] = RetrieverClient(url)
+            else:
+                from factrl.retrieval.index import load_index
+
+                _RETRIEVERS[key] = load_index(str(index))
+        return _RETRIEVERS[key]
