@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from factrl.envs.base import Env
+from factrl.envs.base import Env, StepResult
 from factrl.lm.base import LM, GenerationConfig
 from factrl.types import Claim, Message, Trajectory, Turn, Verdict
 
-__all__ = ["RolloutConfig", "run_episodes"]
+__all__ = ["RolloutConfig", "run_episodes", "model_turn", "observation_turn", "safe_step", "collect_result"]
 
 log = logging.getLogger(__name__)
 
@@ -113,39 +113,66 @@ def _drive(episodes: list[_Episode], lm: LM, config: RolloutConfig, seed_offset:
         round_no += 1
         for ep, gen in zip(active, gens):
             ep.gen_seconds += elapsed
-            ep.turns.append(
-                Turn(
-                    source="model",
-                    text=gen.text,
-                    token_ids=list(gen.token_ids),
-                    mask=[1] * len(gen.token_ids),
-                    logprobs=list(gen.logprobs),
-                    finish_reason=gen.finish_reason,
-                    seconds=elapsed,
-                )
-            )
+            ep.turns.append(model_turn(gen.token_ids, gen.logprobs, gen.text, gen.finish_reason, elapsed))
             _advance(ep, gen.text, lm, config)
 
 
 def _advance(ep: _Episode, text: str, lm: LM, config: RolloutConfig) -> None:
     model_turns = sum(1 for t in ep.turns if t.source == "model")
-    try:
-        step = ep.env.step(text)
-    except Exception as exc:  # e.g. the retriever failed: record it, end the episode
-        ep.error = f"env step failed: {type(exc).__name__}: {exc}"
-        ep.done = True
-        return
-    if step.done:
+    step, ep.error = safe_step(ep.env, text)
+    if step is None or step.done:
         ep.done = True
         return
     if step.observation:
-        ids = lm.encode(step.observation)
-        ep.turns.append(
-            Turn(source="env", text=step.observation, token_ids=ids, mask=[0] * len(ids))
-        )
+        ep.turns.append(observation_turn(step.observation, lm.encode))
     if model_turns >= ep.env.max_turns + 1 or ep.n_completion >= config.max_total_tokens:
         # The env should have ended the episode; never loop past the turn budget.
         ep.done = True
+
+
+def model_turn(
+    token_ids: Sequence[int], logprobs: Sequence[float] | None, text: str, finish_reason: str | None, seconds: float
+) -> Turn:
+    """A model turn exactly as sampled (mask 1)."""
+    ids = list(token_ids)
+    return Turn(
+        source="model",
+        text=text,
+        token_ids=ids,
+        mask=[1] * len(ids),
+        logprobs=None if logprobs is None else [float(x) for x in logprobs],
+        finish_reason=finish_reason,
+        seconds=seconds,
+    )
+
+
+def observation_turn(text: str, encode: Callable[[str], list[int]]) -> Turn:
+    """Environment text, encoded once, appended with mask 0."""
+    ids = list(encode(text))
+    return Turn(source="env", text=text, token_ids=ids, mask=[0] * len(ids))
+
+
+def safe_step(env: Env, text: str) -> tuple[StepResult | None, str | None]:
+    """``env.step`` with failures (e.g. a retriever timing out) turned into an error
+    string that ends the episode, rather than an exception that ends the batch."""
+    try:
+        return env.step(text), None
+    except Exception as exc:
+        return None, f"env step failed: {type(exc).__name__}: {exc}"
+
+
+def collect_result(env: Env, traj: Trajectory) -> None:
+    """Copy the env's verdict, reward, searches and timings into ``traj``."""
+    try:
+        res = env.result()
+        traj.verdict = res.verdict
+        traj.reward = res.reward
+        traj.searches = res.searches
+        traj.retrieved_ids = res.retrieved_ids
+        traj.timings.update(res.timings)
+    except Exception as exc:
+        traj.error = traj.error or f"result failed: {type(exc).__name__}: {exc}"
+        traj.verdict = Verdict(format_ok=False, format_errors=[traj.error])
 
 
 def _finish(ep: _Episode) -> Trajectory:
@@ -159,17 +186,8 @@ def _finish(ep: _Episode) -> Trajectory:
         group_index=ep.group_index,
         error=ep.error,
     )
-    if ep.error is None or ep.prompt:
-        try:
-            res = ep.env.result()
-            traj.verdict = res.verdict
-            traj.reward = res.reward
-            traj.searches = res.searches
-            traj.retrieved_ids = res.retrieved_ids
-            traj.timings.update(res.timings)
-        except Exception as exc:
-            traj.error = traj.error or f"result failed: {type(exc).__name__}: {exc}"
-            traj.verdict = Verdict(format_ok=False, format_errors=[traj.error])
+    if ep.prompt:
+        collect_result(ep.env, traj)
     traj.timings["generate_s"] = ep.gen_seconds
     traj.timings["total_s"] = time.perf_counter() - ep.started
     traj.meta["completion_tokens"] = sum(len(t.token_ids) for t in ep.turns if t.source == "model")

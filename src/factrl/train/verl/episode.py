@@ -19,7 +19,8 @@ from typing import Any
 
 from factrl.envs.base import Env
 from factrl.retrieval.base import Retriever
-from factrl.types import Claim, Message, Trajectory, Turn, Verdict
+from factrl.rollout import collect_result, model_turn, observation_turn, safe_step
+from factrl.types import Claim, Message, Trajectory
 
 __all__ = [
     "Sampled",
@@ -91,44 +92,21 @@ async def run_token_episode(
         gen_s += elapsed
         ids = list(out.token_ids)
         text = decode(ids)
-        traj.turns.append(
-            Turn(
-                source="model",
-                text=text,
-                token_ids=ids,
-                mask=[1] * len(ids),
-                logprobs=None if out.logprobs is None else [float(x) for x in out.logprobs],
-                finish_reason=out.finish_reason,
-                seconds=elapsed,
-            )
-        )
+        traj.turns.append(model_turn(ids, out.logprobs, text, out.finish_reason, elapsed))
         used += len(ids)
         model_turns += 1
         t1 = time.perf_counter()
-        try:
-            step = await asyncio.to_thread(env.step, text) if env_in_thread else env.step(text)
-        except Exception as exc:  # e.g. the retriever failed: record it, end the episode
-            traj.error = f"env step failed: {type(exc).__name__}: {exc}"
-            break
-        finally:
-            env_s += time.perf_counter() - t1
-        if step.done or not ids:
+        step, traj.error = await asyncio.to_thread(safe_step, env, text) if env_in_thread else safe_step(env, text)
+        env_s += time.perf_counter() - t1
+        if step is None or step.done or not ids:
             break
         if step.observation:
-            obs = encode(step.observation)
-            traj.turns.append(Turn(source="env", text=step.observation, token_ids=obs, mask=[0] * len(obs)))
-            used += len(obs)
+            traj.turns.append(observation_turn(step.observation, encode))
+            used += len(traj.turns[-1].token_ids)
         if model_turns >= env.max_turns + 1:
             break  # the env should have ended the episode; never loop past its turn budget
     if traj.prompt:
-        try:
-            res = env.result()
-            traj.verdict, traj.reward = res.verdict, res.reward
-            traj.searches, traj.retrieved_ids = res.searches, res.retrieved_ids
-            traj.timings.update(res.timings)
-        except Exception as exc:
-            traj.error = traj.error or f"result failed: {type(exc).__name__}: {exc}"
-            traj.verdict = Verdict(format_ok=False, format_errors=[traj.error])
+        collect_result(env, traj)
     traj.timings.update(generate_s=gen_s, env_s=env_s, total_s=time.perf_counter() - started)
     traj.meta["completion_tokens"] = sum(len(t.token_ids) for t in traj.turns if t.source == "model")
     return traj
