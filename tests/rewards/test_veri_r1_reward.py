@@ -222,3 +222,16 @@ def test_total_is_the_paper_sum_and_bounded(pred, gold, gold_label, pred_label, 
     assert 0.0 <= ev <= 1.0 and 0.0 <= h <= 1.0 and w in (0.0, 0.5, 1.0)
     assert 0.0 <= total <= 4.0
     assert (total == 4.0) == (pred_label == gold_label and set(pred) == set(gold) and fmt)
+
+
+def test_partial_format_credit_is_off_by_default_and_needs_a_parsed_label():
+    from factrl.rewards.veri_r1 import VeriR1RewardConfig, veri_r1_reward
+    from factrl.types import Verdict
+
+    broken = Verdict(label="SUPPORT", evidence_ids=[], format_ok=False, format_errors=["text outside tags"])
+    assert veri_r1_reward(broken, "REFUTE", ["a"]).components["format"] == 0.0
+    cfg = VeriR1RewardConfig(partial_format_credit=0.5)
+    # format 0.5 (label parsed, protocol broken) + evidence 0 + label 0 (wrong)
+    assert veri_r1_reward(broken, "REFUTE", ["a"], config=cfg).total == 0.5
+    unparsed = Verdict(label=None, format_ok=False)
+    assert veri_r1_reward(unparsed, "REFUTE", ["a"], config=cfg).components["format"] == 0.0

@@ -1,0 +1,33 @@
+"""Language models: the ``LM`` protocol, a transformers backend and the embedded SmolLM2.
+
+``import factrl.lm`` stays light: the protocol and records come from :mod:`factrl.lm.base`;
+``load_lm``, ``HFLM`` and ``build_tiny_model`` import torch/transformers only when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from factrl.lm.base import LM, LM_BACKENDS, Generation, GenerationConfig
+
+if TYPE_CHECKING:
+    from factrl.lm.hf import HFLM
+    from factrl.lm.loader import LMLoadError, load_lm
+    from factrl.lm.tiny import build_tiny_model
+
+__all__ = ["LM", "LM_BACKENDS", "Generation", "GenerationConfig", "HFLM", "LMLoadError", "build_tiny_model", "load_lm"]
+
+_LAZY = {
+    "HFLM": "factrl.lm.hf",
+    "LMLoadError": "factrl.lm.loader",
+    "load_lm": "factrl.lm.loader",
+    "build_tiny_model": "factrl.lm.tiny",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'factrl.lm' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

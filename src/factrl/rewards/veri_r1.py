@@ -56,6 +56,10 @@ class VeriR1RewardConfig:
     validity_threshold_inclusive: bool = False
     # IoU when both P and G are empty.
     empty_iou: float = 1.0
+    # Not in the paper (R_format is binary there): credit for a broken protocol whose
+    # <answer> still parsed to a label. A dense signal for models too small to ever emit
+    # the full protocol at first; 0.0 is the paper's reward. CPU presets say when they use it.
+    partial_format_credit: float = 0.0
 
 
 DEFAULT_CONFIG = VeriR1RewardConfig()
@@ -96,7 +100,10 @@ def veri_r1_reward(
     w = validity_weight(gold, h, config=config)
     correct = verdict.label is not None and verdict.label == gold
     r_label = config.label_correct if correct else config.label_wrong
-    r_format = 1.0 if verdict.format_ok else 0.0
+    if verdict.format_ok:
+        r_format = 1.0
+    else:
+        r_format = config.partial_format_credit if verdict.label is not None else 0.0
     total = r_label * w + config.evidence_weight * r_evidence + config.format_weight * r_format
     return RewardBreakdown(
         components={

@@ -63,6 +63,7 @@ class EnvSettings:
     index: str | None = None  # index directory (online search; offline context)
     max_searches: int = 3
     top_k: int = 3
+    reward: dict[str, Any] = field(default_factory=dict)  # VeriR1RewardConfig overrides
 
 
 @dataclass

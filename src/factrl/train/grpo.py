@@ -70,6 +70,8 @@ def make_env_factory(cfg: GRPORunConfig) -> Callable[[], Env]:
         from factrl.envs.context import document_context
 
         kwargs = {"context": document_context(index.passages)}
+    if e.reward:
+        kwargs["reward"] = dict(e.reward)
     factory = ENVS.get(e.name)
     return lambda: factory(retriever=index, **kwargs)
 
