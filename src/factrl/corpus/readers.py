@@ -1,0 +1,196 @@
+"""Corpus readers: each on-disk format yields :class:`Document` records lazily.
+
+Formats (see ``docs/formats.md``):
+
+* ``jsonl`` — ``{"id", "title"?, "text"}`` per line; text is split with
+  :func:`~factrl.corpus.sentences.split_sentences`; ids ``<id>_sentence_<i>``.
+* ``contents`` — Search-R1 / FlashRAG ``{"id", "contents"}`` where ``contents`` is
+  ``"Title"\\ntext``; same ids as ``jsonl``.
+* ``scifact`` — SciFact ``{"doc_id", "title", "abstract": [sentences], ...}``; sentences are
+  kept as released so ids ``doc_id=<doc_id>_sentence_<i>`` match the gold rationales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from factrl.corpus.document import Document, sentence_id
+from factrl.corpus.errors import OnError, RowError, RowFormatError, check_on_error, iter_json_lines
+from factrl.corpus.sentences import split_sentences
+from factrl.registry import Registry
+
+__all__ = [
+    "CORPUS_FORMATS",
+    "CorpusFormatError",
+    "CorpusReader",
+    "ReadReport",
+    "read_corpus",
+]
+
+
+class CorpusFormatError(RowFormatError):
+    """A corpus row is malformed (bad JSON, missing or empty field, wrong type)."""
+
+
+@dataclass
+class ReadReport:
+    """What a reader saw: rows read, documents yielded, rows skipped (with reasons)."""
+
+    rows: int = 0
+    documents: int = 0
+    skipped: list[RowError] = field(default_factory=list)
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped)
+
+
+class CorpusReader(Protocol):
+    """Yield the documents of ``path`` one at a time.
+
+    Malformed rows raise :class:`CorpusFormatError`; with ``on_error="skip"`` they are
+    recorded in ``report.skipped`` instead. Blank lines are ignored.
+    """
+
+    def __call__(
+        self, path: Path, *, on_error: OnError = "raise", report: ReadReport | None = None
+    ) -> Iterator[Document]: ...
+
+
+CORPUS_FORMATS: Registry[CorpusReader] = Registry("corpus format")
+
+
+class _BadRow(Exception):
+    """Raised by a row parser; the driver adds file and line."""
+
+
+# --- field helpers: each names the field and what was wrong ---------------------------
+
+
+def _field(row: dict[str, Any], name: str) -> Any:
+    if name not in row:
+        raise _BadRow(f"missing field {name!r}")
+    return row[name]
+
+
+def _id_field(row: dict[str, Any], name: str) -> str:
+    value = _field(row, name)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _BadRow(f"field {name!r} must be a string or integer, got {type(value).__name__}")
+    text = str(value).strip()
+    if not text:
+        raise _BadRow(f"field {name!r} is empty")
+    return text
+
+
+def _text_field(row: dict[str, Any], name: str, *, required: bool = True) -> str:
+    if not required and row.get(name) is None:
+        return ""
+    value = _field(row, name)
+    if not isinstance(value, str):
+        raise _BadRow(f"field {name!r} must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise _BadRow(f"field {name!r} is empty")
+    return value
+
+
+def _drive(
+    path: Path,
+    parse: Callable[[dict[str, Any]], Document],
+    on_error: OnError,
+    report: ReadReport | None,
+) -> Iterator[Document]:
+    """Shared loop: read JSON lines, parse rows, raise or skip-and-count bad ones."""
+    check_on_error(on_error)
+    report = report if report is not None else ReadReport()
+    for line_no, value in iter_json_lines(Path(path)):
+        report.rows += 1
+        if isinstance(value, RowError):
+            err = value
+        elif not isinstance(value, dict):
+            err = RowError(str(path), line_no, f"expected a JSON object, got {type(value).__name__}")
+        else:
+            try:
+                doc = parse(value)
+            except _BadRow as exc:
+                err = RowError(str(path), line_no, str(exc))
+            else:
+                report.documents += 1
+                yield doc
+                continue
+        if on_error == "raise":
+            raise CorpusFormatError(err.file, err.line, err.reason)
+        report.skipped.append(err)
+
+
+def _document(doc_id: str, title: str, sentences: list[str], prefix: str) -> Document:
+    return Document(
+        id=doc_id,
+        title=title,
+        sentences=sentences,
+        sentence_ids=[sentence_id(prefix, i) for i in range(len(sentences))],
+    )
+
+
+def _parse_jsonl(row: dict[str, Any]) -> Document:
+    doc_id = _id_field(row, "id")
+    title = _text_field(row, "title", required=False).strip()
+    text = _text_field(row, "text")
+    return _document(doc_id, title, split_sentences(text), doc_id)
+
+
+def _parse_contents(row: dict[str, Any]) -> Document:
+    doc_id = _id_field(row, "id")
+    contents = _text_field(row, "contents")
+    head, newline, body = contents.partition("\n")
+    if newline:
+        title = head.strip().strip('"').strip()
+    else:  # no title line: the whole field is text
+        title, body = "", contents
+    return _document(doc_id, title, split_sentences(body), doc_id)
+
+
+def _parse_scifact(row: dict[str, Any]) -> Document:
+    doc_id = _id_field(row, "doc_id")
+    title = _text_field(row, "title", required=False).strip()
+    abstract = _field(row, "abstract")
+    if not isinstance(abstract, list):
+        raise _BadRow(f"field 'abstract' must be a list of sentences, got {type(abstract).__name__}")
+    if not abstract:
+        raise _BadRow("field 'abstract' is empty")
+    for i, sent in enumerate(abstract):
+        if not isinstance(sent, str):
+            raise _BadRow(f"field 'abstract' item {i} must be a string, got {type(sent).__name__}")
+    # Sentences are kept one-for-one (even fragments) so index i stays the gold index i.
+    return _document(doc_id, title, [s.strip() for s in abstract], f"doc_id={doc_id}")
+
+
+def _reader(parse: Callable[[dict[str, Any]], Document]) -> CorpusReader:
+    def read(path: Path, *, on_error: OnError = "raise", report: ReadReport | None = None) -> Iterator[Document]:
+        return _drive(Path(path), parse, on_error, report)
+
+    read.__doc__ = parse.__doc__
+    return read
+
+
+CORPUS_FORMATS.register("jsonl")(_reader(_parse_jsonl))
+CORPUS_FORMATS.register("contents")(_reader(_parse_contents))
+CORPUS_FORMATS.register("scifact")(_reader(_parse_scifact))
+
+
+def read_corpus(
+    path: Path | str,
+    format: str = "jsonl",
+    *,
+    on_error: OnError = "raise",
+    report: ReadReport | None = None,
+) -> Iterator[Document]:
+    """Yield the documents of ``path`` read with the reader registered as ``format``.
+
+    Pass a :class:`ReadReport` to observe rows read and rows skipped (``on_error="skip"``).
+    """
+    reader = CORPUS_FORMATS.get(format)
+    return reader(Path(path), on_error=on_error, report=report)

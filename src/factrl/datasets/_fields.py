@@ -1,0 +1,44 @@
+"""Field checks shared by dataset loaders; each failure names the field and the problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from factrl.labels import Label, UnknownLabelError, normalise_label
+
+
+class BadRow(Exception):
+    """Raised while parsing one row; the loader adds file and line."""
+
+
+def require(row: dict[str, Any], name: str) -> Any:
+    if name not in row:
+        raise BadRow(f"missing field {name!r}")
+    return row[name]
+
+
+def id_field(row: dict[str, Any], name: str) -> str:
+    value = require(row, name)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise BadRow(f"field {name!r} must be a string or integer, got {type(value).__name__}")
+    text = str(value).strip()
+    if not text:
+        raise BadRow(f"field {name!r} is empty")
+    return text
+
+
+def text_field(row: dict[str, Any], name: str) -> str:
+    value = require(row, name)
+    if not isinstance(value, str):
+        raise BadRow(f"field {name!r} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise BadRow(f"field {name!r} is empty")
+    return value.strip()
+
+
+def label_value(raw: Any, where: str = "label") -> Label:
+    try:
+        return normalise_label(raw)
+    except UnknownLabelError as exc:
+        # Keep the message short: the full alias list is in labels.LABEL_ALIASES.
+        raise BadRow(f"{where}: unknown label {raw!r}" if isinstance(raw, str) else f"{where}: {exc}") from None

@@ -1,0 +1,80 @@
+"""The dataset seam: a loader turns one on-disk format into :class:`~factrl.types.Claim`
+records, reporting malformed rows by file, line and reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from factrl.corpus.errors import OnError, RowError, RowFormatError
+from factrl.registry import Registry
+from factrl.types import Claim
+
+__all__ = ["DATASETS", "DatasetFormatError", "DatasetLoader", "LoadResult", "RowError", "load_dataset"]
+
+
+class DatasetFormatError(RowFormatError):
+    """A dataset row is malformed; the message reads ``file:line: reason``."""
+
+
+@dataclass
+class LoadResult:
+    """The claims that loaded, and the rows that were skipped (``on_error="skip"``)."""
+
+    claims: list[Claim] = field(default_factory=list)
+    errors: list[RowError] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.claims)
+
+
+@runtime_checkable
+class DatasetLoader(Protocol):
+    """Loads one split of a dataset from ``source`` (a file or folder, per format)."""
+
+    name: str
+
+    def load(
+        self, source: Path, split: str, *, on_error: OnError = "raise", limit: int | None = None
+    ) -> LoadResult: ...
+
+
+# Entries are loader classes taking no arguments; ``DATASETS.get(name)().load(...)``.
+DATASETS: Registry[type[DatasetLoader]] = Registry("dataset")
+DATASETS.register_lazy("scifact", "factrl.datasets.scifact")
+DATASETS.register_lazy("jsonl", "factrl.datasets.jsonl")
+
+
+def load_dataset(
+    name: str, source: Path | str, split: str, *, on_error: OnError = "raise", limit: int | None = None
+) -> LoadResult:
+    """Load ``split`` of the dataset format registered as ``name`` from ``source``."""
+    loader = DATASETS.get(name)()
+    return loader.load(Path(source), split, on_error=on_error, limit=limit)
+
+
+class RowCollector:
+    """Shared bookkeeping for loaders: raise or record a bad row; stop at ``limit``."""
+
+    def __init__(self, on_error: OnError, limit: int | None) -> None:
+        from factrl.corpus.errors import check_on_error
+
+        check_on_error(on_error)
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        self.on_error = on_error
+        self.limit = limit
+        self.result = LoadResult()
+
+    @property
+    def full(self) -> bool:
+        return self.limit is not None and len(self.result.claims) >= self.limit
+
+    def add(self, claim: Claim) -> None:
+        self.result.claims.append(claim)
+
+    def bad(self, file: Path | str, line: int, reason: str) -> None:
+        if self.on_error == "raise":
+            raise DatasetFormatError(file, line, reason)
+        self.result.errors.append(RowError(str(file), line, reason))
