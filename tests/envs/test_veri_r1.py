@@ -144,3 +144,14 @@ def test_group_rollouts_are_adjacent_and_indexed():
     claims = [CLAIM, CLAIM.model_copy(update={"id": "c2"})]
     trajs = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), claims, lm, RolloutConfig(group=3, batch_size=4))
     assert [(t.claim_id, t.group_index) for t in trajs] == [("c1", 0), ("c1", 1), ("c1", 2), ("c2", 0), ("c2", 1), ("c2", 2)]
+
+
+def test_document_context_gives_cited_documents_capped():
+    from factrl.envs.context import document_context
+
+    many = [Passage(id=f"d#{j}", doc_id="d", text="x", sentence_ids=[f"d_sentence_{3*j+i}" for i in range(3)],
+                    sentences=[f"s{3*j+i}" for i in range(3)]) for j in range(4)]
+    provide = document_context(PASSAGES + many, max_sentences=5)
+    claim = Claim(id="x", text="t", meta={"cited_doc_ids": ["d", "nile"]})
+    assert [e.id for e in provide(claim)] == [f"d_sentence_{i}" for i in range(5)]
+    assert [e.id for e in document_context(PASSAGES)(CLAIM)] == ["nile_sentence_0", "nile_sentence_1"]

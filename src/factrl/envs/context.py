@@ -11,9 +11,13 @@ from factrl.types import Claim, EvidenceRef, Passage
 __all__ = ["document_context"]
 
 
-def document_context(passages: Sequence[Passage]) -> Callable[[Claim], list[EvidenceRef]]:
-    """Return a provider giving every sentence of the documents that hold a claim's gold
-    evidence or are listed in ``claim.meta["cited_doc_ids"]``."""
+def document_context(
+    passages: Sequence[Passage], *, max_sentences: int | None = 16
+) -> Callable[[Claim], list[EvidenceRef]]:
+    """Return a provider giving the sentences of the documents that hold a claim's gold
+    evidence or are listed in ``claim.meta["cited_doc_ids"]``, in document order, at most
+    ``max_sentences`` of them (the environment always adds the gold evidence itself), so
+    a claim citing many long documents does not blow up the prompt."""
     by_doc: dict[str, list[EvidenceRef]] = defaultdict(list)
     for p in passages:
         for sid, sent in zip(p.sentence_ids, p.sentences):
@@ -25,6 +29,6 @@ def document_context(passages: Sequence[Passage]) -> Callable[[Claim], list[Evid
         out: list[EvidenceRef] = []
         for d in dict.fromkeys(docs):
             out.extend(by_doc.get(d, []))
-        return out
+        return out if max_sentences is None else out[:max_sentences]
 
     return provide
