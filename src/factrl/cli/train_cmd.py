@@ -120,3 +120,44 @@ def filter_(
     kept = kept_claims(claims, read_trajectories(out / "trajectories.jsonl"))
     write_claims_jsonl(kept, out / "kept.jsonl")
     typer.echo(f"kept {len(kept)} of {len(claims)} claims ({len(kept) / max(1, len(claims)):.0%}) → {out / 'kept.jsonl'}")
+
+
+@train_app.command("teach")
+def teach(
+    dataset: str = typer.Option(..., "--dataset"),
+    data_dir: Path = typer.Option(..., "--data-dir"),
+    split: str = typer.Option("train", "--split"),
+    index: Path = typer.Option(None, "--index", help="Index: search (online) or context sentences (offline)."),
+    mode: str = typer.Option("offline", help="online or offline"),
+    ids: Path = typer.Option(None, "--ids", help="Only the claims whose ids are listed (one per line)."),
+    limit: int = typer.Option(None, "--limit"),
+    out: Path = typer.Option(..., "--out", help="Run directory for trajectories.jsonl."),
+) -> None:
+    """Write protocol-perfect trajectories with the rule-based template teacher (for SFT)."""
+    from factrl.datasets import DATASETS
+    from factrl.datasets.sampling import interleave_labels
+    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.evaluate import evaluate
+    from factrl.rollout import RolloutConfig
+    from factrl.train.teacher import TemplateTeacher
+
+    claims = DATASETS.get(dataset)().load(data_dir, split).claims
+    if ids is not None:
+        wanted = set(ids.read_text().split())
+        claims = [c for c in claims if c.id in wanted]
+    claims = interleave_labels(claims)[:limit]
+    idx = None
+    context = None
+    if index is not None:
+        from factrl.retrieval.index import load_index
+
+        idx = load_index(index)
+        if mode == "offline":
+            from factrl.envs.context import document_context
+
+            context = document_context(idx.passages)
+    cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
+    evaluate(claims, lambda: VeriR1Env(idx, cfg, context=context), TemplateTeacher(claims), out,
+             rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),
+             run_info={"dataset": dataset, "split": split, "mode": mode, "model": "template-teacher"})
+    typer.echo(f"wrote {out / 'trajectories.jsonl'}")

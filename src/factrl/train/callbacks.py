@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["JsonlMetricsCallback", "read_metrics", "plot_curves"]
+__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "read_metrics", "plot_curves"]
 
 
 class JsonlMetricsCallback(TrainerCallback):
@@ -34,6 +34,27 @@ class JsonlMetricsCallback(TrainerCallback):
         row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stop training (and save) once ``minutes`` of wall time have passed since this
+    process started training — a budget, e.g. for benchmarks on a fixed machine."""
+
+    def __init__(self, minutes: float) -> None:
+        self.seconds = minutes * 60.0
+        self.start: float | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import time
+
+        self.start = time.monotonic()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import time
+
+        if self.start is not None and time.monotonic() - self.start >= self.seconds:
+            control.should_training_stop = True
+            control.should_save = True
 
 
 def _jsonable(v: Any) -> bool:

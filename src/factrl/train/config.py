@@ -64,6 +64,7 @@ class EnvSettings:
     max_searches: int = 3
     top_k: int = 3
     reward: dict[str, Any] = field(default_factory=dict)  # VeriR1RewardConfig overrides
+    context_sentences: int = 16  # offline: context sentences besides the gold evidence
 
 
 @dataclass
@@ -86,6 +87,7 @@ class GRPOSettings:
     epsilon: float = 0.2
     loss_type: str = "grpo"
     max_steps: int = 100  # optimiser updates
+    max_minutes: float | None = None  # stop (and save) after this much training time
     warmup_steps: int = 0
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0

@@ -69,7 +69,7 @@ def make_env_factory(cfg: GRPORunConfig) -> Callable[[], Env]:
     elif index is not None:
         from factrl.envs.context import document_context
 
-        kwargs = {"context": document_context(index.passages)}
+        kwargs = {"context": document_context(index.passages, max_sentences=e.context_sentences)}
     if e.reward:
         kwargs["reward"] = dict(e.reward)
     factory = ENVS.get(e.name)
@@ -101,7 +101,7 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from factrl.train.callbacks import JsonlMetricsCallback, plot_curves
+    from factrl.train.callbacks import JsonlMetricsCallback, TimeBudgetCallback, plot_curves
     from factrl.train.rollout_adapter import EnvRollout, reward_functions
 
     out = Path(cfg.output_dir)
@@ -169,7 +169,8 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
         train_dataset=Dataset.from_dict({"prompt": list(by_key)}),
         rollout_func=rollout,
         peft_config=peft_config,
-        callbacks=[JsonlMetricsCallback(out / "metrics.jsonl")],
+        callbacks=[JsonlMetricsCallback(out / "metrics.jsonl")]
+        + ([TimeBudgetCallback(g.max_minutes)] if g.max_minutes else []),
     )
     _say(
         f"GRPO: {len(train_claims)} training claims, model {cfg.model.id}, preset {cfg.preset.name}"
