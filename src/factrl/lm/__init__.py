@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from factrl.lm.loader import LMLoadError, load_lm
     from factrl.lm.tiny import build_tiny_model
 
-__all__ = ["LM", "LM_BACKENDS", "Generation", "GenerationConfig", "HFLM", "LMLoadError", "build_tiny_model", "load_lm"]
+__all__ = ["HFLM", "LM", "LM_BACKENDS", "Generation", "GenerationConfig", "LMLoadError", "build_tiny_model", "load_lm"]
 
 _LAZY = {
     "HFLM": "factrl.lm.hf",

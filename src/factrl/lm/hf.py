@@ -1,0 +1,447 @@
+"""The transformers backend: batched generation with a custom sampling loop that keeps token truth.
+
+Every sampled id is kept as sampled, with its log-probability under ``logits /
+temperature`` over the full vocabulary (no top-k): exactly what a GRPO trainer such as
+TRL recomputes from the same ids. Nothing is re-tokenised.
+
+Text convention: ``Generation.text == lm.decode(token_ids)``, and :meth:`HFLM.decode`
+drops special tokens by default, so a sampled EOS (``<|im_end|>`` for SmolLM2) stays in
+``token_ids``/``logprobs`` but not in ``text``. Tags such as ``</search>`` are plain text
+for the chat models we use, so they appear in ``text`` unchanged.
+
+Sampling: each prompt (its index in the request) gets its own ``torch.Generator`` seeded
+from ``(config.seed, index)``, so a row's sample does not depend on which other rows
+share its batch, on ``max_batch_size`` or on when other rows finish. ``temperature ==
+0`` is greedy decoding; its logprobs are recorded at temperature 1 (and
+:meth:`HFLM.token_logprobs` treats temperature 0 as 1 likewise).
+
+Speed (CPU-minded): prompts are left-padded and batched (``max_batch_size`` rows at a
+time, sorted by length); identical prompts are prefilled once; the KV cache is written
+into a reserved buffer instead of re-concatenated every step; finished rows leave the
+batch and the cache, and padding columns no remaining row needs are cut. Generation and
+scoring run in eval mode under ``torch.inference_mode()``; thread count is the caller's
+(``torch.set_num_threads``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig
+from factrl.lm.loader import LMLoadError
+from factrl.types import Message
+
+__all__ = ["HFLM", "StopChecker"]
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16}
+# Upper bound on the logits tensor materialised at once by score/token_logprobs (floats).
+_LOGIT_BUDGET = 64 * 1024 * 1024
+
+
+def _parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return _DTYPES[str(dtype).lower()]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}") from None
+
+
+def _row_seed(seed: int, row: int) -> int:
+    # A hash, not seed + row: consecutive seeds of consecutive calls must not share streams.
+    digest = hashlib.blake2b(f"{seed}:{row}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+class StopChecker:
+    """Finds a stop string in the decoded tail of one sequence's generated ids.
+
+    Only the last few tokens are decoded: a stop string of ``n`` UTF-8 bytes that ends in
+    the newest token spans at most ``n`` tokens (every byte-level token holds at least
+    one byte), and an occurrence that ended earlier would have stopped the row then.
+    """
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str]) -> None:
+        self.tokenizer = tokenizer
+        self.stops = [s for s in stops if s]
+        self.window = max((len(s.encode("utf-8")) for s in self.stops), default=0) + 2
+
+    def __call__(self, ids: Sequence[int]) -> str | None:
+        if not self.stops:
+            return None
+        tail = self.tokenizer.decode(list(ids[-self.window :]), skip_special_tokens=True,
+                                     clean_up_tokenization_spaces=False)
+        found: tuple[int, str] | None = None
+        for stop in self.stops:
+            at = tail.find(stop)
+            if at >= 0 and (found is None or at + len(stop) < found[0]):
+                found = (at + len(stop), stop)
+        return None if found is None else found[1]
+
+
+@LM_BACKENDS.register("hf")
+class HFLM:
+    """A transformers causal LM behind the :class:`~factrl.lm.base.LM` protocol."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
+        self.max_batch_size = max_batch_size
+        if tokenizer.eos_token_id is None:
+            raise LMLoadError(f"the tokenizer of {self.name} defines no EOS token")
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.eos_token_id: int = int(tokenizer.eos_token_id)
+        self.pad_token_id: int = int(tokenizer.pad_token_id)
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        extra = gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos]
+        self.eos_token_ids = frozenset([self.eos_token_id, *(int(e) for e in extra if e is not None)])
+        self.vocab_size = int(model.get_input_embeddings().num_embeddings)
+
+    @classmethod
+    def load(
+        cls,
+        source: str,
+        *,
+        device: str = "cpu",
+        dtype: str | torch.dtype = "float32",
+        name: str | None = None,
+        max_batch_size: int = 32,
+        **from_pretrained_kw: Any,
+    ) -> HFLM:
+        """Load a ``save_pretrained`` directory or a hub id (hub ids need the local cache when offline)."""
+        torch_dtype = _parse_dtype(dtype)
+        local = Path(source).is_dir()
+        if local and not (Path(source) / "config.json").is_file():
+            raise LMLoadError(f"directory {source} does not hold a loadable model: no config.json "
+                              "(expected the model and tokenizer written by save_pretrained)")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, **from_pretrained_kw)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **from_pretrained_kw)
+        except (OSError, ValueError) as err:  # hub errors (offline, unknown repo, missing files) are OSErrors
+            if local:
+                raise LMLoadError(f"directory {source} does not hold a loadable model and tokenizer "
+                                  f"(written by save_pretrained): {err}") from err
+            if not isinstance(err, OSError):
+                raise
+            raise LMLoadError(
+                f"could not load model {source!r}: it is not a local directory and not in the Hugging Face "
+                f"cache, or the hub is unreachable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
+                "Download it where the hub is reachable (`huggingface-cli download "
+                f"{source}`), pass a local directory written by save_pretrained, or use the embedded 'smollm2'."
+            ) from err
+        return cls(model.to(device), tokenizer, name=name or source, max_batch_size=max_batch_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- text <-> ids --------------------------------------------------------------------
+
+    def chat_prompt_ids(self, messages: Sequence[Message | dict[str, str]]) -> list[int]:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError(f"the tokenizer of {self.name} has no chat template; build prompt ids with encode()")
+        chat = [m if isinstance(m, dict) else {"role": m.role, "content": m.content} for m in messages]
+        out = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
+        if not isinstance(out, list):  # some tokenizer versions return a BatchEncoding regardless
+            out = out["input_ids"]
+        return [int(i) for i in out]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens,
+                                     clean_up_tokenization_spaces=False)
+
+    # -- generation ----------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[Generation]:
+        rows = self._check_prompts(prompts, "prompt")
+        if config.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {config.max_new_tokens}")
+        if config.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {config.temperature}")
+        if not 0 < config.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {config.top_p}")
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        for i, p in enumerate(rows):
+            if limit and len(p) + config.max_new_tokens > limit:
+                raise ValueError(f"prompt {i}: {len(p)} tokens + max_new_tokens {config.max_new_tokens} "
+                                 f"exceeds the model's context of {limit}")
+        if config.max_new_tokens == 0:
+            return [Generation([], [], "", "length") for _ in rows]
+        if config.seed is not None:
+            base_seed = int(config.seed)
+        else:  # follow torch's global RNG, so torch.manual_seed makes runs repeatable
+            base_seed = int(torch.randint(0, 2**62, ()).item())
+        stop = StopChecker(self.tokenizer, config.stop)
+        results: list[Generation | None] = [None] * len(rows)
+        # Rows of similar length share a chunk: less padding, and per-row seeds keep the
+        # samples independent of the grouping.
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for chunk in _chunks(order, self.max_batch_size):
+                    gens = [torch.Generator().manual_seed(_row_seed(base_seed, i)) for i in chunk]
+                    outs = self._generate_chunk([rows[i] for i in chunk], gens, config, stop)
+                    for i, g in zip(chunk, outs):
+                        results[i] = g
+        finally:
+            self.model.train(was_training)
+        return [r for r in results if r is not None]
+
+    def _generate_chunk(
+        self, prompts: list[list[int]], gens: list[torch.Generator], config: GenerationConfig, stop: StopChecker
+    ) -> list[Generation]:
+        # Identical prompts (a GRPO group) are prefilled once and their cache rows copied.
+        slot: dict[tuple[int, ...], int] = {}
+        row_slot = [slot.setdefault(tuple(p), len(slot)) for p in prompts]
+        ids, attn = self._left_pad([list(p) for p in slot])
+        cache = _new_cache(self.model.config, reserve=min(config.max_new_tokens, 256))
+        logits = self._forward(ids, attn, cache, (attn.cumsum(-1) - 1).clamp(min=0))
+        if len(slot) < len(prompts):
+            index = torch.tensor(row_slot, device=attn.device)
+            cache.batch_select_indices(index)
+            logits, attn = logits[index], attn[index]
+        next_pos = attn.sum(-1, keepdim=True)  # position of each row's next token
+        live = list(range(len(prompts)))  # chunk row of each batch row still generating
+        out_ids: list[list[int]] = [[] for _ in prompts]
+        out_lp: list[list[float]] = [[] for _ in prompts]
+        finish: list[Any] = [("length", None)] * len(prompts)
+        for step in range(config.max_new_tokens):
+            tok, lp = _sample(logits, config, [gens[r] for r in live])
+            keep = []
+            for b, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
+                r = live[b]
+                out_ids[r].append(t)
+                out_lp[r].append(p)
+                if t in self.eos_token_ids:
+                    finish[r] = ("eos", None)
+                elif (hit := stop(out_ids[r])) is not None:
+                    finish[r] = ("stop", hit)
+                else:
+                    keep.append(b)
+            if not keep or step == config.max_new_tokens - 1:
+                break
+            if len(keep) < len(live):
+                # Finished rows leave the batch and the KV cache: long tails get cheaper.
+                index = torch.tensor(keep, device=attn.device)
+                cache.batch_select_indices(index)
+                attn, next_pos, tok = attn[index], next_pos[index], tok[index]
+                live = [live[b] for b in keep]
+                attn = _drop_shared_padding(attn, cache)
+            attn = torch.cat([attn, attn.new_ones((len(live), 1))], dim=-1)
+            logits = self._forward(tok[:, None].to(attn.device), attn, cache, next_pos)
+            next_pos = next_pos + 1
+        return [
+            Generation(token_ids=out_ids[r], logprobs=out_lp[r], text=self.decode(out_ids[r]),
+                       finish_reason=finish[r][0], stop=finish[r][1])
+            for r in range(len(prompts))
+        ]
+
+    def _forward(self, ids: torch.Tensor, attn: torch.Tensor, cache: Any, pos: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+                         use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].float()
+
+    def _left_pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, r in enumerate(rows):
+            ids[b, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            attn[b, width - len(r):] = 1
+        return ids.to(self.device), attn.to(self.device)
+
+    def _check_prompts(self, prompts: Sequence[Sequence[int]], what: str) -> list[list[int]]:
+        if isinstance(prompts, (str, bytes)):
+            raise TypeError(f"{what}s must be a list of token-id lists, got a string")
+        rows = []
+        for i, p in enumerate(prompts):
+            if isinstance(p, str):
+                raise TypeError(f"{what} {i} is a string; pass token ids (see chat_prompt_ids/encode)")
+            row = [int(t) for t in p]
+            if not row and what == "prompt":
+                raise ValueError(f"{what} {i} is empty; a prompt needs at least one token")
+            bad = [t for t in row if not 0 <= t < self.vocab_size]
+            if bad:
+                raise ValueError(f"{what} {i} has token id {bad[0]} outside the vocabulary (size {self.vocab_size})")
+            rows.append(row)
+        return rows
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def token_logprobs(self, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                       temperature: float = 1.0) -> list[float]:
+        """Log-probability of each completion token given the prompt and the tokens before it."""
+        return self.batch_token_logprobs([prompt_ids], [completion_ids], temperature)[0]
+
+    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[float]:
+        return [sum(lps) for lps in self.batch_token_logprobs(prompts, continuations, 1.0)]
+
+    def batch_token_logprobs(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                             temperature: float = 1.0) -> list[list[float]]:
+        """Per-token logprobs of each completion given its prompt, under ``logits / temperature``."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        temp = temperature if temperature > 0 else 1.0
+        ps, cs = self._check_prompts(prompts, "prompt"), self._check_prompts(completions, "completion")
+        out: list[list[float]] = [[] for _ in ps]
+        order = sorted((i for i in range(len(ps)) if cs[i]), key=lambda i: len(ps[i]) + len(cs[i]))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for chunk in self._score_chunks(order, cs):
+                    ids, attn = self._left_pad([ps[i] + cs[i] for i in chunk])
+                    keep = max(len(cs[i]) for i in chunk) + 1
+                    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+                    logits = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
+                                        use_cache=False, logits_to_keep=keep).logits
+                    for b, i in enumerate(chunk):
+                        n = len(cs[i])  # continuation sits at the right end; logit t predicts token t+1
+                        lp = torch.log_softmax(logits[b, keep - 1 - n : keep - 1].float() / temp, dim=-1)
+                        target = torch.tensor(cs[i], device=lp.device)[:, None]
+                        out[i] = lp.gather(-1, target).squeeze(-1).tolist()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def _score_chunks(self, order: list[int], cs: list[list[int]]) -> Iterator[list[int]]:
+        """Group rows so a chunk's kept logits (rows x longest continuation x vocab) stay in budget."""
+        chunk: list[int] = []
+        longest = 0
+        for i in order:
+            need = len(cs[i]) + 1
+            grown = max(longest, need)
+            if chunk and (len(chunk) >= self.max_batch_size
+                          or (len(chunk) + 1) * grown * self.vocab_size > _LOGIT_BUDGET):
+                yield chunk
+                chunk, grown = [], need
+            chunk.append(i)
+            longest = grown
+        if chunk:
+            yield chunk
+
+
+def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _sample(logits: torch.Tensor, config: GenerationConfig, gens: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one id per row; return ids and their logprobs under ``logits / temperature``."""
+    if config.temperature == 0:
+        logp = torch.log_softmax(logits, dim=-1)
+        tok = logits.argmax(dim=-1)
+    else:
+        logp = torch.log_softmax(logits / config.temperature, dim=-1)
+        probs = logp.exp()
+        if config.top_p < 1:
+            probs = _top_p(probs, config.top_p)
+        # Inverse-CDF sampling with one uniform per row from that row's own generator.
+        u = torch.tensor([torch.rand((), generator=g, dtype=torch.float64).item() for g in gens],
+                         dtype=torch.float64, device=probs.device)
+        cdf = probs.double().cumsum(dim=-1)
+        tok = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1)
+        # Rounding can land past the last token with non-zero probability; pull it back.
+        last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).int().argmax(dim=-1)
+        tok = torch.minimum(tok, last)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    sorted_p, index = probs.sort(dim=-1, descending=True)
+    drop = sorted_p.cumsum(dim=-1) - sorted_p > top_p  # keeps at least the most likely token
+    sorted_p = sorted_p.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter(-1, index, sorted_p)
+
+
+class _BufferedLayer(DynamicLayer):
+    """A dynamic cache layer that writes into a reserved buffer (doubled when full).
+
+    The stock layer ``torch.cat``s the whole cache at every step; at batch 32 that copy
+    costs about a third of a CPU decode step. ``keys``/``values`` are views of the buffer.
+    """
+
+    def __init__(self, reserve: int) -> None:
+        super().__init__()
+        self.reserve, self.length = reserve, 0
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self._k is None or self._v is None or end > self._k.shape[-2]:
+            size = max(end + self.reserve, 2 * (0 if self._k is None else self._k.shape[-2]))
+            self._k, self._v = self._resized(self._k, key_states, size), self._resized(self._v, value_states, size)
+        self._k[:, :, self.length : end] = key_states
+        self._v[:, :, self.length : end] = value_states
+        self.length = end
+        return self._views()
+
+    def _resized(self, buf: torch.Tensor | None, like: torch.Tensor, size: int) -> torch.Tensor:
+        new = like.new_empty((*like.shape[:2], size, like.shape[-1]))
+        if buf is not None and self.length:
+            new[:, :, : self.length] = buf[:, :, : self.length]
+        return new
+
+    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self._k is not None and self._v is not None
+        self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self._k is not None and self._v is not None:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self._views()
+
+    def drop_left(self, cut: int) -> None:
+        if self._k is not None and self._v is not None:
+            self._k, self._v = self._k[:, :, cut:], self._v[:, :, cut:]
+            self.length -= cut
+            self._views()
+
+
+def _new_cache(config: Any, reserve: int) -> DynamicCache:
+    cache = DynamicCache(config=config)
+    # Only plain full-attention layers are swapped; sliding/linear layers keep their own logic.
+    if cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers):
+        cache.layers = [_BufferedLayer(reserve) for _ in cache.layers]
+    return cache
+
+
+def _drop_shared_padding(attn: torch.Tensor, cache: Any) -> torch.Tensor:
+    """Cut leading columns that are padding in every remaining row (from the mask and the cache).
+
+    Positions are passed explicitly, so removing all-padding columns changes nothing but cost.
+    """
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(isinstance(layer, _BufferedLayer) for layer in layers):
+        return attn
+    used = attn.any(dim=0).nonzero()
+    cut = int(used[0]) if len(used) else 0
+    if cut == 0:
+        return attn
+    for layer in layers:
+        layer.drop_left(cut)
+    return attn[:, cut:]
+

@@ -1,0 +1,68 @@
+"""``load_lm``: one entry point from a model name to a ready :class:`~factrl.lm.base.LM`.
+
+Model names:
+
+- ``"smollm2"`` (alias ``"embedded"``): the embedded SmolLM2-135M-Instruct
+  (:mod:`factrl.lm.embedded`), converted from its GGUF file once and cached;
+- an existing local directory: a ``save_pretrained`` folder (model + tokenizer);
+- anything else: a Hugging Face hub id, loaded with ``from_pretrained`` (it must be in
+  the local hub cache when the hub is unreachable or ``HF_HUB_OFFLINE=1``).
+
+The backend (``"hf"`` by default) is looked up in ``LM_BACKENDS``; a backend is a class
+with a ``load(source, *, device, dtype, name, **kw)`` classmethod.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from factrl.lm.base import LM, LM_BACKENDS
+
+__all__ = ["EMBEDDED_ALIASES", "LMLoadError", "load_lm", "resolve_model"]
+
+EMBEDDED_ALIASES = frozenset({"smollm2", "embedded"})
+
+
+class LMLoadError(RuntimeError):
+    """A model could not be loaded; the message says which one and what to do."""
+
+
+def resolve_model(model: str) -> tuple[str, str]:
+    """``(source, name)``: a local directory or hub id to load, and a short display name.
+
+    The embedded model is converted and cached here if it is not cached yet.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise LMLoadError(f"model must be a non-empty string ('smollm2', a directory or a hub id), got {model!r}")
+    model = model.strip()
+    if model.lower() in EMBEDDED_ALIASES:
+        from factrl.lm.embedded import EMBEDDED_NAME, EmbeddedModelError, ensure_embedded_model
+
+        try:
+            return str(ensure_embedded_model()), EMBEDDED_NAME
+        except EmbeddedModelError as err:
+            raise LMLoadError(str(err)) from err
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve()), path.name
+    if path.exists():
+        raise LMLoadError(f"model path {path} is a file; pass the directory written by save_pretrained")
+    return model, model
+
+
+def load_lm(
+    model: str = "smollm2",
+    *,
+    backend: str = "hf",
+    device: str = "cpu",
+    dtype: str = "float32",
+    **kw: Any,
+) -> LM:
+    """Load ``model`` with ``backend``; extra keywords go to the backend (e.g. ``max_batch_size``)."""
+    factory = LM_BACKENDS.get(backend)
+    load = getattr(factory, "load", None)
+    if load is None:
+        raise LMLoadError(f"LM backend {backend!r} cannot load models by name (it has no load())")
+    source, name = resolve_model(model)
+    return load(source, device=device, dtype=dtype, name=name, **kw)
