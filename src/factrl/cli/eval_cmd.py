@@ -35,31 +35,19 @@ def eval_(
         raise typer.BadParameter("online evaluation needs --index", param_hint="--index")
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.datasets import DATASETS
-    from factrl.datasets.sampling import interleave_labels
+    from factrl.cli._common import load_claims, offline_context
     from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
 
-    loaded = DATASETS.get(dataset)().load(data_dir, split, on_error="skip" if skip_bad_rows else "raise")
-    for err in loaded.errors[:5]:
-        typer.echo(f"skipped: {err}", err=True)
-    if loaded.errors:
-        typer.echo(f"skipped {len(loaded.errors)} malformed rows", err=True)
-    claims = interleave_labels(loaded.claims) if balanced else loaded.claims
-    if limit is not None:
-        claims = claims[:limit]
+    claims = load_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
     idx = None
     if index is not None:
         from factrl.retrieval.index import load_index
 
         idx = load_index(index)
-    context = None
-    if idx is not None and mode == "offline":
-        from factrl.envs.context import document_context
-
-        context = document_context(idx.passages)
+    context = offline_context(idx) if mode == "offline" else None
     env_cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
     lm = load_lm(model)
     info = {

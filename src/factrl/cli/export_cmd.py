@@ -38,35 +38,15 @@ def export_verl(
         raise typer.BadParameter("--index gives offline context; online prompts do not use it", param_hint="--index")
     if out.suffix != ".parquet":
         raise typer.BadParameter(f"{out} does not end in .parquet", param_hint="--out")
-    from factrl.datasets import DatasetFormatError, load_dataset
-    from factrl.datasets.sampling import interleave_labels
-    from factrl.registry import RegistryError
+    from factrl.cli._common import load_claims, offline_context
     from factrl.train.verl.export import VerlDataError, export_verl_parquet
 
-    try:
-        loaded = load_dataset(
-            dataset,
-            data_dir,
-            split,
-            on_error="skip" if skip_bad_rows else "raise",
-            limit=None if balanced else limit,
-        )
-    except (DatasetFormatError, RegistryError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    for err in loaded.errors[:5]:
-        typer.echo(f"skipped: {err}", err=True)
-    if loaded.errors:
-        typer.echo(f"skipped {len(loaded.errors)} malformed rows", err=True)
-    claims = interleave_labels(loaded.claims) if balanced else loaded.claims
-    if limit is not None:
-        claims = claims[:limit]
+    claims = load_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
     context = None
     if index is not None:
-        from factrl.envs.context import document_context
         from factrl.retrieval.index import load_index
 
-        context = document_context(load_index(index).passages)
+        context = offline_context(load_index(index))
     env_kwargs = {"max_searches": max_searches} if mode == "online" else {}
     try:
         result = export_verl_parquet(

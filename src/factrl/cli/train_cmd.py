@@ -99,20 +99,16 @@ def filter_(
     batch_size: int = typer.Option(16),
 ) -> None:
     """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
-    from factrl.datasets import DATASETS
+    from factrl.cli._common import load_claims, offline_context
     from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
     from factrl.evaluate import evaluate, read_trajectories
     from factrl.lm.loader import load_lm
+    from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
     from factrl.train.filtering import kept_claims, write_claims_jsonl
 
-    claims = DATASETS.get(dataset)().load(data_dir, split).claims[:limit]
-    context = None
-    if index is not None:
-        from factrl.envs.context import document_context
-        from factrl.retrieval.index import load_index
-
-        context = document_context(load_index(index).passages)
+    claims = load_claims(dataset, data_dir, split, limit=limit)
+    context = offline_context(load_index(index) if index is not None else None)
     cfg = VeriR1Config(mode="offline")
     evaluate(claims, lambda: VeriR1Env(None, cfg, context=context), load_lm(model), out,
              rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
@@ -134,28 +130,16 @@ def teach(
     out: Path = typer.Option(..., "--out", help="Run directory for trajectories.jsonl."),
 ) -> None:
     """Write protocol-perfect trajectories with the rule-based template teacher (for SFT)."""
-    from factrl.datasets import DATASETS
-    from factrl.datasets.sampling import interleave_labels
+    from factrl.cli._common import load_claims, offline_context
     from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
     from factrl.evaluate import evaluate
+    from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
     from factrl.train.teacher import TemplateTeacher
 
-    claims = DATASETS.get(dataset)().load(data_dir, split).claims
-    if ids is not None:
-        wanted = set(ids.read_text().split())
-        claims = [c for c in claims if c.id in wanted]
-    claims = interleave_labels(claims)[:limit]
-    idx = None
-    context = None
-    if index is not None:
-        from factrl.retrieval.index import load_index
-
-        idx = load_index(index)
-        if mode == "offline":
-            from factrl.envs.context import document_context
-
-            context = document_context(idx.passages)
+    claims = load_claims(dataset, data_dir, split, balanced=True, limit=limit, ids=ids)
+    idx = load_index(index) if index is not None else None
+    context = offline_context(idx) if mode == "offline" else None
     cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
     evaluate(claims, lambda: VeriR1Env(idx, cfg, context=context), TemplateTeacher(claims), out,
              rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),

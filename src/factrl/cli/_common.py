@@ -1,0 +1,53 @@
+"""Helpers shared by commands: loading claims with clear errors, offline context."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def load_claims(
+    dataset: str,
+    data_dir: Path,
+    split: str,
+    *,
+    skip_bad_rows: bool = False,
+    balanced: bool = False,
+    limit: int | None = None,
+    ids: Path | None = None,
+) -> list[Any]:
+    """Claims of a dataset split: malformed rows stop the command with file:line and
+    reason (or are skipped and counted), optional id list, label interleaving, limit."""
+    from factrl.datasets import DatasetFormatError, load_dataset
+    from factrl.datasets.sampling import interleave_labels
+    from factrl.registry import RegistryError
+
+    try:
+        loaded = load_dataset(dataset, data_dir, split, on_error="skip" if skip_bad_rows else "raise",
+                              limit=None if (balanced or ids) else limit)
+    except (DatasetFormatError, RegistryError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for err in loaded.errors[:5]:
+        typer.echo(f"skipped: {err}", err=True)
+    if loaded.errors:
+        typer.echo(f"skipped {len(loaded.errors)} malformed rows", err=True)
+    claims = loaded.claims
+    if ids is not None:
+        wanted = set(ids.read_text().split())
+        claims = [c for c in claims if c.id in wanted]
+    if balanced:
+        claims = interleave_labels(claims)
+    return claims if limit is None else claims[:limit]
+
+
+def offline_context(index: Any) -> Callable[[Any], list[Any]] | None:
+    """The offline setting's context provider (cited documents' sentences) for an index."""
+    if index is None:
+        return None
+    from factrl.envs.context import document_context
+
+    return document_context(index.passages)
