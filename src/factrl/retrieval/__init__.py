@@ -10,7 +10,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from factrl.retrieval.base import RETRIEVERS, IndexMismatchError, Retriever, RetrieverBackend
+from factrl.retrieval.base import (
+    RETRIEVERS,
+    IndexMismatchError,
+    Retriever,
+    RetrieverBackend,
+)
 
 # name → module that defines it (imported lazily by __getattr__)
 _LAZY = {
@@ -34,7 +39,30 @@ _LAZY = {
     "Index": "factrl.retrieval.index",
 }
 
-__all__ = ["RETRIEVERS", "IndexMismatchError", "Retriever", "RetrieverBackend", *_LAZY]
+__all__ = [
+    "RETRIEVERS",
+    "CacheStats",
+    "CachedRetriever",
+    "DenseRetriever",
+    "EvidencePools",
+    "HybridRetriever",
+    "Index",
+    "IndexMismatchError",
+    "LRUCache",
+    "Retriever",
+    "RetrieverBackend",
+    "RetrieverClient",
+    "RetrieverClientError",
+    "ServerLimits",
+    "SqliteCache",
+    "TextEncoder",
+    "build_index",
+    "build_pools",
+    "create_app",
+    "load_index",
+    "rrf",
+    "score_fusion",
+]
 
 
 def __getattr__(name: str) -> Any:
