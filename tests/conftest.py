@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
 
-from factrl.types import Hit
+from _support import REPO, WordOverlapRetriever  # noqa: F401 (re-exported for tests)
 
-REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FACTRL_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
@@ -19,21 +17,3 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"benchmark data not found at {SHARED_DATA}")
     return SHARED_DATA
-
-
-class WordOverlapRetriever:
-    """A tiny real retriever: ranks passages by shared lowercase words."""
-
-    def __init__(self, passages):
-        self.passages = passages
-        self.queries = []
-
-    def search(self, queries, k):
-        out = []
-        for q in queries:
-            self.queries.append(q)
-            words = set(re.findall(r"\w+", q.lower()))
-            scored = [(len(words & set(re.findall(r"\w+", (p.title + " " + p.text).lower()))), p) for p in self.passages]
-            scored.sort(key=lambda x: -x[0])
-            out.append([Hit(passage=p, score=float(s)) for s, p in scored[:k] if s > 0])
-        return out

@@ -8,7 +8,7 @@ from factrl.lm.scripted import ScriptedLM
 from factrl.rollout import RolloutConfig
 from factrl.types import Claim, EvidenceRef, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 PASSAGES = [
     Passage(id=f"d{i}#0", doc_id=f"d{i}", title=f"Doc {i}", text=f"Fact number {i} holds.",

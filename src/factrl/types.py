@@ -7,6 +7,7 @@ Every record is a pydantic model: ``rec.model_dump(mode="json")`` gives a plain 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -101,8 +102,14 @@ class Passage(Record):
     sentences: list[str] = Field(default_factory=list)
 
 
-class Hit(Record):
-    """A passage returned by a retriever, with its score (higher is better)."""
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A passage returned by a retriever, with its score (higher is better).
+
+    A slotted dataclass rather than a validated record: retrievers build thousands per
+    batch and validation would dominate search time. ``to_dict``/``from_dict`` give the
+    JSON round trip.
+    """
 
     passage: Passage
     score: float
@@ -114,6 +121,16 @@ class Hit(Record):
     @property
     def doc_id(self) -> str:
         return self.passage.doc_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passage": self.passage.model_dump(mode="json"), "score": self.score}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Hit":
+        try:
+            return cls(passage=Passage.model_validate(data["passage"]), score=float(data["score"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a hit record: {exc}") from None
 
 
 class Verdict(Record):

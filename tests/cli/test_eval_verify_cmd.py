@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from factrl.cli import _load_commands, app
 
-from conftest import REPO
+from _support import REPO
 
 pytest.importorskip("torch")
 _load_commands()

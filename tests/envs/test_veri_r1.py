@@ -6,7 +6,7 @@ from factrl.lm.scripted import ScriptedLM
 from factrl.rollout import RolloutConfig, run_episodes
 from factrl.types import Claim, EvidenceRef, Hit, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 PASSAGES = [
     Passage(id="nile#0", doc_id="nile", title="Nile", text="The Nile is long. It flows north.",

@@ -14,7 +14,7 @@ from factrl.train.config import GRPORunConfig, load_run_config  # noqa: E402
 from factrl.train.grpo import train_grpo  # noqa: E402
 from factrl.types import Message, RewardBreakdown, Verdict  # noqa: E402
 
-from conftest import REPO  # noqa: E402
+from _support import REPO  # noqa: E402
 
 
 class VowelEnv:

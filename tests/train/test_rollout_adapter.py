@@ -4,7 +4,7 @@ from factrl.rollout import RolloutConfig, run_episodes
 from factrl.train.rollout_adapter import REWARD_COLUMNS, reward_functions, trajectories_to_trl
 from factrl.types import Claim, EvidenceRef, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 PASSAGES = [Passage(id="nile#0", doc_id="nile", title="Nile", text="It flows north.",
                     sentence_ids=["nile_sentence_0"], sentences=["It flows north."])]

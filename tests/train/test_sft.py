@@ -9,7 +9,7 @@ from factrl.train.filtering import kept_claims, write_claims_jsonl
 from factrl.train.sft import select_correct, sft_examples
 from factrl.types import Claim, EvidenceRef, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 PASSAGES = [Passage(id="nile#0", doc_id="nile", title="Nile", text="It flows north.",
                     sentence_ids=["nile_sentence_0"], sentences=["It flows north."])]

@@ -4,7 +4,7 @@ from factrl.train.sft import select_correct
 from factrl.train.teacher import TemplateTeacher
 from factrl.types import Claim, EvidenceRef, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 PASSAGES = [
     Passage(id="nile#0", doc_id="nile", title="Nile", text="The Nile is long. It flows north.",

@@ -106,13 +106,13 @@ class SqliteCache:
                 if row is None:
                     continue
                 try:
-                    found[key] = [Hit.model_validate(h) for h in json.loads(row[0])]
+                    found[key] = [Hit.from_dict(h) for h in json.loads(row[0])]
                 except (ValueError, TypeError):
                     continue  # unreadable row (older format, partial write): recompute it
         return found
 
     def put_many(self, items: Sequence[tuple[Key, list[Hit]]]) -> None:
-        rows = [(*key, json.dumps([h.model_dump(mode="json") for h in hits], ensure_ascii=False)) for key, hits in items]
+        rows = [(*key, json.dumps([h.to_dict() for h in hits], ensure_ascii=False)) for key, hits in items]
         if not rows:
             return
         with self._lock:

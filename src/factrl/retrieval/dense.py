@@ -204,7 +204,7 @@ class DenseRetriever:
         # ids of -1 mean "fewer than k found" (approximate indexes); model_construct skips
         # re-validating passages that are already records.
         return [
-            [Hit.model_construct(passage=passages[i], score=float(s)) for i, s in zip(row_ids.tolist(), row_s.tolist()) if i >= 0]
+            [Hit(passage=passages[i], score=float(s)) for i, s in zip(row_ids.tolist(), row_s.tolist()) if i >= 0]
             for row_ids, row_s in zip(ids, scores)
         ]
 

@@ -122,7 +122,7 @@ class HybridRetriever:
             fused = rrf(runs, k=s["rrf_k"], depth=depth, weights=s["weights"])
         else:
             fused = score_fusion(runs, weights=s["weights"], norm=s["norm"], depth=depth)
-        return [Hit.model_construct(passage=by_id[pid].passage, score=score) for pid, score in fused[:k]]
+        return [Hit(passage=by_id[pid].passage, score=score) for pid, score in fused[:k]]
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Top-``k`` fused passages per query; each side contributes ``max(depth, k)``."""

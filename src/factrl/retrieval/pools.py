@@ -101,7 +101,7 @@ class _PoolIndex:
             return out
         docs, scores = self.model.retrieve([tokens[i] for i in todo], k=k, sorted=True, show_progress=False)
         for row, qi in enumerate(todo):
-            out[qi] = [Hit.model_construct(passage=self.passages[d], score=s)
+            out[qi] = [Hit(passage=self.passages[d], score=s)
                        for d, s in zip(docs[row].tolist(), scores[row].tolist()) if s > 0.0]
         return out
 

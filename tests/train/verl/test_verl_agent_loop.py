@@ -24,7 +24,7 @@ from factrl.train.verl.export import export_verl_parquet  # noqa: E402
 from factrl.train.verl.reward import MODEL_TEXT_KEY, compute_score  # noqa: E402
 from factrl.types import Claim, EvidenceRef, Passage  # noqa: E402
 
-from conftest import WordOverlapRetriever  # noqa: E402
+from _support import WordOverlapRetriever  # noqa: E402
 
 PASSAGES = [
     Passage(id="nile#0", doc_id="nile", title="Nile", text="The Nile is long. It flows north.",

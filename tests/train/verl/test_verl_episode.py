@@ -13,7 +13,7 @@ from factrl.train.verl import episode as episode_mod
 from factrl.train.verl.episode import Sampled, TokenBudget, agent_loop_fields, run_token_episode, shared_retriever
 from factrl.types import Claim, EvidenceRef, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 PASSAGES = [
     Passage(id="nile#0", doc_id="nile", title="Nile", text="The Nile is long. It flows north.",

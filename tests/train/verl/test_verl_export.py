@@ -16,7 +16,7 @@ from factrl.train.verl.export import (
 )
 from factrl.types import Claim, EvidenceRef
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 CLAIMS = [
     Claim(id="c1", text="The Nile flows north.", label="SUPPORTS", dataset="toy",

@@ -7,7 +7,7 @@ from factrl.rollout import run_episodes
 from factrl.train.verl.reward import MODEL_TEXT_KEY, SCORE_KEYS, compute_score, strip_system_information
 from factrl.types import Claim, EvidenceRef, Passage
 
-from conftest import WordOverlapRetriever
+from _support import WordOverlapRetriever
 
 TRUTH = {"label": "SUPPORT", "evidence": ["nile_sentence_1"]}
 PLAN = "<plan>Find where the Nile flows.</plan>\n"
