@@ -222,9 +222,9 @@ def test_bad_prompts_get_clear_errors(lm, prompts):
 
 
 def test_buffered_cache_layer_matches_concatenation():
-    from factrl.lm.hf import _BufferedLayer
+    from factrl.lm.kv_cache import BufferedLayer
 
-    layer = _BufferedLayer(reserve=2)  # tiny reserve: the buffer must grow several times
+    layer = BufferedLayer(reserve=2)  # tiny reserve: the buffer must grow several times
     gen = torch.Generator().manual_seed(0)
     chunks = [torch.randn(3, 2, n, 4, generator=gen) for n in (5, 1, 1, 1, 1, 1, 1, 1, 1)]
     for i, chunk in enumerate(chunks):

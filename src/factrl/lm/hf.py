@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig
+from factrl.lm.kv_cache import drop_shared_padding, new_cache
 from factrl.lm.loader import LMLoadError
 from factrl.types import Message
 
@@ -211,7 +211,7 @@ class HFLM:
         slot: dict[tuple[int, ...], int] = {}
         row_slot = [slot.setdefault(tuple(p), len(slot)) for p in prompts]
         ids, attn = self._left_pad([list(p) for p in slot])
-        cache = _new_cache(self.model.config, reserve=min(config.max_new_tokens, 256))
+        cache = new_cache(self.model.config, reserve=min(config.max_new_tokens, 256))
         logits = self._forward(ids, attn, cache, (attn.cumsum(-1) - 1).clamp(min=0))
         if len(slot) < len(prompts):
             index = torch.tensor(row_slot, device=attn.device)
@@ -243,7 +243,7 @@ class HFLM:
                 cache.batch_select_indices(index)
                 attn, next_pos, tok = attn[index], next_pos[index], tok[index]
                 live = [live[b] for b in keep]
-                attn = _drop_shared_padding(attn, cache)
+                attn = drop_shared_padding(attn, cache)
             attn = torch.cat([attn, attn.new_ones((len(live), 1))], dim=-1)
             logits = self._forward(tok[:, None].to(attn.device), attn, cache, next_pos)
             next_pos = next_pos + 1
@@ -371,77 +371,3 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     drop = sorted_p.cumsum(dim=-1) - sorted_p > top_p  # keeps at least the most likely token
     sorted_p = sorted_p.masked_fill(drop, 0.0)
     return torch.zeros_like(probs).scatter(-1, index, sorted_p)
-
-
-class _BufferedLayer(DynamicLayer):
-    """A dynamic cache layer that writes into a reserved buffer (doubled when full).
-
-    The stock layer ``torch.cat``s the whole cache at every step; at batch 32 that copy
-    costs about a third of a CPU decode step. ``keys``/``values`` are views of the buffer.
-    """
-
-    def __init__(self, reserve: int) -> None:
-        super().__init__()
-        self.reserve, self.length = reserve, 0
-        self._k: torch.Tensor | None = None
-        self._v: torch.Tensor | None = None
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        end = self.length + key_states.shape[-2]
-        if self._k is None or self._v is None or end > self._k.shape[-2]:
-            size = max(end + self.reserve, 2 * (0 if self._k is None else self._k.shape[-2]))
-            self._k, self._v = self._resized(self._k, key_states, size), self._resized(self._v, value_states, size)
-        self._k[:, :, self.length : end] = key_states
-        self._v[:, :, self.length : end] = value_states
-        self.length = end
-        return self._views()
-
-    def _resized(self, buf: torch.Tensor | None, like: torch.Tensor, size: int) -> torch.Tensor:
-        new = like.new_empty((*like.shape[:2], size, like.shape[-1]))
-        if buf is not None and self.length:
-            new[:, :, : self.length] = buf[:, :, : self.length]
-        return new
-
-    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
-        assert self._k is not None and self._v is not None
-        self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
-        return self.keys, self.values
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self._k is not None and self._v is not None:
-            self._k, self._v = self._k[indices], self._v[indices]
-            self._views()
-
-    def drop_left(self, cut: int) -> None:
-        if self._k is not None and self._v is not None:
-            self._k, self._v = self._k[:, :, cut:], self._v[:, :, cut:]
-            self.length -= cut
-            self._views()
-
-
-def _new_cache(config: Any, reserve: int) -> DynamicCache:
-    cache = DynamicCache(config=config)
-    # Only plain full-attention layers are swapped; sliding/linear layers keep their own logic.
-    if cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers):
-        cache.layers = [_BufferedLayer(reserve) for _ in cache.layers]
-    return cache
-
-
-def _drop_shared_padding(attn: torch.Tensor, cache: Any) -> torch.Tensor:
-    """Cut leading columns that are padding in every remaining row (from the mask and the cache).
-
-    Positions are passed explicitly, so removing all-padding columns changes nothing but cost.
-    """
-    layers = getattr(cache, "layers", None)
-    if not layers or not all(isinstance(layer, _BufferedLayer) for layer in layers):
-        return attn
-    used = attn.any(dim=0).nonzero()
-    cut = int(used[0]) if len(used) else 0
-    if cut == 0:
-        return attn
-    for layer in layers:
-        layer.drop_left(cut)
-    return attn[:, cut:]
-
