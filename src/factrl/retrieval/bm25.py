@@ -234,6 +234,6 @@ class BM25Retriever:
         """Top-``k`` hits per query, best first; see :meth:`rank` for the rules."""
         passages = self._passages
         return [
-            [Hit(passage=passages[d], score=s) for d, s in zip(docs, scores)]
+            [Hit(passages[d], s) for d, s in zip(docs, scores)]
             for docs, scores in self.rank(queries, k)
         ]
