@@ -66,10 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     from factrl.evaluate import read_trajectories
 
     by_id = {t.claim_id: t for t in read_trajectories(run_dir / "trajectories.jsonl")}
-    for claim in claims:
+    best = index.search([c.text for c in claims], 1)
+    for claim, top in zip(claims, best):
         t = by_id[claim.id]
         v = t.verdict
-        got = v.label.value if v.label else "(no verdict)"
+        got = v.label.value if v.label else "(no verdict: the model did not follow the answer protocol)"
         mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
         print(f"\n{mark} [{claim.id}] {claim.text}")
         print(f"    gold: {claim.label.value if claim.label else '-'}   verdict: {got}")
@@ -82,7 +83,13 @@ def main(argv: list[str] | None = None) -> int:
             print("    evidence: (none cited)")
         if not v.format_ok:
             print("    format problems: " + "; ".join(v.format_errors[:3]))
+        if top:  # what the index itself finds for the claim text
+            p = top[0].passage
+            print(f"    index's best match: [[{p.sentence_ids[0]}]] {p.sentences[0]}")
     print("\nsummary: " + format_summary_line(metrics))
+    if not metrics.get("format_ok_rate"):
+        print("note: the embedded 135M model does not follow the Veri-R1 tag protocol zero-shot; "
+              "train it (factrl train grpo, see README) or pass --model with a larger instruct model.")
     print(f"details: {run_dir}/trajectories.jsonl, {run_dir}/metrics.json, {run_dir}/report.md")
     return 0
 
