@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from factrl.corpus.errors import OnError, RowError, RowFormatError
 from factrl.registry import Registry
@@ -78,3 +79,34 @@ class RowCollector:
         if self.on_error == "raise":
             raise DatasetFormatError(file, line, reason)
         self.result.errors.append(RowError(str(file), line, reason))
+
+
+def collect_claims(
+    path: Path, parse: Callable[[dict[str, Any]], Claim], on_error: OnError, limit: int | None
+) -> LoadResult:
+    """The row loop every JSONL claim loader shares: parse each object with ``parse``
+    (which raises ``BadRow`` on bad input), refuse duplicate ids, and raise or record
+    bad rows with file and line, stopping at ``limit`` claims."""
+    from factrl.corpus import iter_json_lines
+    from factrl.datasets._fields import BadRow
+
+    out = RowCollector(on_error, limit)
+    seen: set[str] = set()
+    for line_no, value in iter_json_lines(path):
+        if out.full:
+            break
+        if isinstance(value, RowError):
+            out.bad(path, line_no, value.reason)
+            continue
+        try:
+            if not isinstance(value, dict):
+                raise BadRow(f"expected a JSON object, got {type(value).__name__}")
+            claim = parse(value)
+            if claim.id in seen:
+                raise BadRow(f"duplicate claim id {claim.id!r}")
+        except BadRow as exc:
+            out.bad(path, line_no, str(exc))
+            continue
+        seen.add(claim.id)
+        out.add(claim)
+    return out.result

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from factrl.corpus import doc_id_from_sentence_id, iter_json_lines
-from factrl.corpus.errors import OnError, RowError
+from factrl.corpus import doc_id_from_sentence_id
+from factrl.corpus.errors import OnError
 from factrl.datasets._fields import BadRow, id_field, label_value, text_field
-from factrl.datasets.base import DATASETS, LoadResult, RowCollector
+from factrl.datasets.base import DATASETS, LoadResult, collect_claims
 from factrl.types import Claim, EvidenceRef
 
 __all__ = ["JsonlLoader"]
@@ -66,23 +66,4 @@ class JsonlLoader:
         path = source / f"{split}.jsonl" if source.is_dir() else source
         if not path.is_file():
             raise FileNotFoundError(f"claims file not found: {path}")
-        out = RowCollector(on_error, limit)
-        seen: set[str] = set()
-        for line_no, value in iter_json_lines(path):
-            if out.full:
-                break
-            if isinstance(value, RowError):
-                out.bad(path, line_no, value.reason)
-                continue
-            try:
-                if not isinstance(value, dict):
-                    raise BadRow(f"expected a JSON object, got {type(value).__name__}")
-                claim = _parse(value)
-                if claim.id in seen:
-                    raise BadRow(f"duplicate claim id {claim.id!r}")
-            except BadRow as exc:
-                out.bad(path, line_no, str(exc))
-                continue
-            seen.add(claim.id)
-            out.add(claim)
-        return out.result
+        return collect_claims(path, _parse, on_error, limit)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from factrl.corpus import read_corpus, iter_json_lines
-from factrl.corpus.errors import OnError, RowError
+from factrl.corpus import read_corpus
+from factrl.corpus.errors import OnError
 from factrl.datasets._fields import BadRow, id_field, label_value, text_field
-from factrl.datasets.base import DATASETS, LoadResult, RowCollector
+from factrl.datasets.base import DATASETS, LoadResult, collect_claims
 from factrl.labels import Label
 from factrl.types import Claim, EvidenceRef
 
@@ -90,23 +90,4 @@ class SciFactLoader:
         if not corpus_path.is_file():
             raise FileNotFoundError(f"SciFact corpus not found: {corpus_path}")
         corpus = {doc.id: doc.sentences for doc in read_corpus(corpus_path, "scifact")}
-        out = RowCollector(on_error, limit)
-        seen: set[str] = set()
-        for line_no, value in iter_json_lines(claims_path):
-            if out.full:
-                break
-            if isinstance(value, RowError):
-                out.bad(claims_path, line_no, value.reason)
-                continue
-            try:
-                if not isinstance(value, dict):
-                    raise BadRow(f"expected a JSON object, got {type(value).__name__}")
-                claim = _parse(value, corpus)
-                if claim.id in seen:
-                    raise BadRow(f"duplicate claim id {claim.id!r}")
-            except BadRow as exc:
-                out.bad(claims_path, line_no, str(exc))
-                continue
-            seen.add(claim.id)
-            out.add(claim)
-        return out.result
+        return collect_claims(claims_path, lambda row: _parse(row, corpus), on_error, limit)

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from factrl.registry import Registry
 from factrl.types import Hit, Passage
 
-__all__ = ["Retriever", "RetrieverBackend", "RETRIEVERS", "IndexMismatchError"]
+__all__ = ["Retriever", "RetrieverBackend", "RETRIEVERS", "IndexMismatchError", "query_list"]
 
 
 @runtime_checkable
@@ -46,6 +46,15 @@ class RetrieverBackend(Protocol):
         ...
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
+
+
+def query_list(queries: Sequence[str], k: int) -> list[str]:
+    """The queries as a list — empty when there is nothing to search (``k <= 0``); a bare
+    string is refused, since iterating it would search its characters."""
+    if isinstance(queries, str):
+        raise TypeError("search takes a sequence of queries, not one string")
+    qs = list(queries)
+    return qs if int(k) > 0 else []
 
 
 class IndexMismatchError(ValueError):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from factrl.retrieval.base import RETRIEVERS, IndexMismatchError
+from factrl.retrieval.base import RETRIEVERS, IndexMismatchError, query_list
 from factrl.retrieval.encoders import DEFAULT_MODEL, TextEncoder, get_encoder
 from factrl.types import Hit, Passage
 
@@ -210,9 +210,7 @@ class DenseRetriever:
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Top-``k`` passages per query, best first; ``k`` is clamped to the corpus size."""
-        if isinstance(queries, str):
-            raise TypeError("search takes a sequence of queries, not one string")
-        queries = list(queries)
-        if not queries or int(k) <= 0:
+        if not query_list(queries, k):
             return [[] for _ in queries]
+        queries = list(queries)
         return self.search_vectors(self.encode_queries(queries), k)

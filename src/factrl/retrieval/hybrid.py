@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from factrl.retrieval.base import RETRIEVERS, IndexMismatchError
+from factrl.retrieval.base import RETRIEVERS, IndexMismatchError, query_list
 from factrl.retrieval.fusion import FUSION_METHODS, NORMALISATIONS, rrf, score_fusion
 from factrl.types import Hit, Passage
 
@@ -126,11 +126,9 @@ class HybridRetriever:
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Top-``k`` fused passages per query; each side contributes ``max(depth, k)``."""
-        if isinstance(queries, str):
-            raise TypeError("search takes a sequence of queries, not one string")
-        queries = list(queries)
-        if not queries or int(k) <= 0:
+        if not query_list(queries, k):
             return [[] for _ in queries]
+        queries = list(queries)
         depth = max(self._settings["depth"], int(k))
         sparse = self.bm25.search(queries, depth)
         dense = self.dense.search(queries, depth)
