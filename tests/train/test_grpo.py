@@ -79,6 +79,7 @@ def test_two_grpo_steps_change_weights_with_finite_loss(tiny_model, tmp_path):
     assert all(math.isfinite(r["loss"]) for r in rows)
     assert all("rewards/reward_total/mean" in r and "kl" in r for r in rows)
     assert (tmp_path / "held_out_ids.txt").read_text().strip()
+    assert (tmp_path / "curves.png").stat().st_size > 1000
     assert json.loads((tmp_path / "config.json").read_text())["grpo"]["beta"] == 0.001
 
 
