@@ -25,7 +25,8 @@ def verify(
     """Search the index, reason, and print the verdict with its evidence."""
     if not claim.strip():
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1") if model == "smollm2" else None
+    if model == "smollm2":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from factrl.envs.veri_r1 import VeriR1Env
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
