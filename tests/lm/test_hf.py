@@ -19,18 +19,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: on a small shared CPU, OpenMP threads competing with other
-    processes slow small matmuls down several-fold; results do not depend on it."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory) -> HFLM:
     out = build_tiny_model(tmp_path_factory.mktemp("tiny"), layers=2, hidden=64, heads=4, seed=0)
