@@ -39,8 +39,8 @@ def _eval(cfg, model: str, out: Path, held_out, max_new_tokens: int) -> dict:
         return json.loads((out / "metrics.json").read_text())
     return evaluate(
         held_out, make_env_factory(cfg), load_lm(model), out,
-        rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_total_tokens=max_new_tokens,
-                              batch_size=32),
+        rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens,
+                              max_total_tokens=max(max_new_tokens, cfg.rollout.max_total_tokens), batch_size=32),
         run_info={"model": model, "mode": cfg.env.mode},
     )
 
@@ -52,12 +52,16 @@ def main() -> int:
     ap.add_argument("--held-out-fraction", type=float, default=0.12)
     ap.add_argument("--sft-claims", type=int, default=160)
     ap.add_argument("--sft-lr", type=float, default=5e-5)
+    ap.add_argument("--sft-epochs", type=float, default=1.0)
+    ap.add_argument("--init-model", default="smollm2",
+                    help="model the format warm-up starts from (default: the embedded SmolLM2)")
     ap.add_argument("--grpo-minutes", type=float, default=45.0)
     ap.add_argument("--eval-tokens", type=int, default=160)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a preset value (repeatable), as in `factrl train grpo --set`")
     args = ap.parse_args()
 
     from factrl.datasets.sampling import interleave_labels
-    from factrl.envs.veri_r1 import VeriR1Config
     from factrl.evaluate import evaluate
     from factrl.rollout import RolloutConfig
     from factrl.train.config import load_run_config
@@ -67,8 +71,11 @@ def main() -> int:
     from factrl.train.teacher import TemplateTeacher
 
     out = args.out
+    from factrl.cli.train_cmd import _parse_sets
+
+    overrides = _parse_sets(args.set)
     cfg = load_run_config(args.preset, {
-        "output_dir": str(out / "grpo"), "data.held_out_fraction": args.held_out_fraction,
+        **overrides, "output_dir": str(out / "grpo"), "data.held_out_fraction": args.held_out_fraction,
         "grpo.max_minutes": args.grpo_minutes,
     })
     train, held_out = prepare_claims(cfg, out)
@@ -83,13 +90,13 @@ def main() -> int:
     if not (sft_final / "config.json").exists():
         t0 = time.perf_counter()
         teach = interleave_labels(train)[: args.sft_claims]
-        cfg_env = VeriR1Config(mode="offline")
         make_env = make_env_factory(cfg)
         evaluate(teach, make_env, TemplateTeacher(teach), out / "teacher",
-                 rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),
-                 run_info={"model": "template-teacher", "mode": cfg_env.mode}, progress=False)
-        train_sft(out / "teacher" / "trajectories.jsonl", "smollm2", out / "sft",
-                  SFTSettings(learning_rate=args.sft_lr, epochs=1, batch_size=4, max_length=1024, save_steps=10_000))
+                 rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096, max_total_tokens=1_000_000),
+                 run_info={"model": "template-teacher", "mode": cfg.env.mode}, progress=False)
+        train_sft(out / "teacher" / "trajectories.jsonl", args.init_model, out / "sft",
+                  SFTSettings(learning_rate=args.sft_lr, epochs=args.sft_epochs, batch_size=4, max_length=1024, save_steps=10_000,
+                              gradient_checkpointing=False))
         times["sft_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     sft = _eval(cfg, str(sft_final), out / "eval_sft", held_out, args.eval_tokens)

@@ -84,10 +84,15 @@ def test_two_grpo_steps_change_weights_with_finite_loss(tiny_model, tmp_path):
 
 
 def test_resume_continues_the_same_run(tiny_model, tmp_path):
-    train_grpo(_config(tiny_model, tmp_path, max_steps=2))
+    # also the CPU presets' setting: no activation recomputation
+    nockpt = {"gradient_checkpointing": False}
+    train_grpo(_config(tiny_model, tmp_path, max_steps=2, **nockpt))
     with pytest.raises(FileExistsError):
-        train_grpo(_config(tiny_model, tmp_path, max_steps=3))
-    train_grpo(_config(tiny_model, tmp_path, max_steps=3), resume=True)
+        train_grpo(_config(tiny_model, tmp_path, max_steps=3, **nockpt))
+    train_grpo(_config(tiny_model, tmp_path, max_steps=3, **nockpt), resume=True)
+    assert json.loads((tmp_path / "config.json").read_text())["grpo"]["gradient_checkpointing"] is False
+    trl_args = torch.load(tmp_path / "checkpoint-3" / "training_args.bin", weights_only=False)
+    assert trl_args.gradient_checkpointing is False
     steps = [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl") if "loss" in r]
     assert steps == [1, 2, 3]
     state = json.loads((tmp_path / "checkpoint-3" / "trainer_state.json").read_text())

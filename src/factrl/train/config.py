@@ -97,6 +97,9 @@ class GRPOSettings:
     seed: int = 0
     scale_rewards: str = "group"
     mask_truncated_completions: bool = False
+    # Recompute activations in the backward pass (TRL's default): saves memory on big
+    # models, costs an extra forward; CPU presets turn it off for the 135M model.
+    gradient_checkpointing: bool = True
 
 
 @dataclass

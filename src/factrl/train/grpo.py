@@ -142,6 +142,7 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
         seed=g.seed,
         scale_rewards=g.scale_rewards,
         mask_truncated_completions=g.mask_truncated_completions,
+        gradient_checkpointing=g.gradient_checkpointing,
         max_completion_length=r.max_total_tokens + 1,
         temperature=r.temperature,
         top_k=0,

@@ -34,6 +34,7 @@ class SFTSettings:
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     seed: int = 0
     save_steps: int = 200
+    gradient_checkpointing: bool = True  # TRL's default; off is faster when memory allows
 
 
 def is_fully_correct(t: Trajectory) -> bool:
@@ -115,7 +116,7 @@ def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettin
         output_dir=str(out_dir), learning_rate=s.learning_rate, num_train_epochs=s.epochs,
         per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.gradient_accumulation_steps,
         max_length=s.max_length, seed=s.seed, save_steps=s.save_steps, bf16=False, report_to=[],
-        logging_steps=1, dataloader_num_workers=0,
+        logging_steps=1, dataloader_num_workers=0, gradient_checkpointing=s.gradient_checkpointing,
     )
     trainer = SFTTrainer(model=model_path, args=args, train_dataset=Dataset.from_list(examples),
                          processing_class=tok, peft_config=peft_config)
