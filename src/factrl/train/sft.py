@@ -102,7 +102,9 @@ def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettin
 
     tok = AutoTokenizer.from_pretrained(model_path)
     examples = sft_examples(keep, _TokenizerView(tok), s.max_length)
-    print(f"SFT: {len(examples)} examples from {len(keep)} fully correct of {len(trajs)} trajectories",
+    skipped = len(keep) - len(examples)
+    print(f"SFT: {len(examples)} examples from {len(keep)} fully correct of {len(trajs)} trajectories"
+          + (f" ({skipped} skipped: over max_length={s.max_length} tokens or no model tokens)" if skipped else ""),
           file=sys.stderr, flush=True)
     if not examples:
         raise ValueError(f"no fully correct trajectories in {trajectories}; nothing to train on")
