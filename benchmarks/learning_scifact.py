@@ -53,6 +53,8 @@ def main() -> int:
     ap.add_argument("--sft-claims", type=int, default=160)
     ap.add_argument("--sft-lr", type=float, default=5e-5)
     ap.add_argument("--sft-epochs", type=float, default=1.0)
+    ap.add_argument("--sft-max-length", type=int, default=1024,
+                    help="longer teacher trajectories are skipped (online ones need ~1,100-1,500 tokens)")
     ap.add_argument("--init-model", default="smollm2",
                     help="model the format warm-up starts from (default: the embedded SmolLM2)")
     ap.add_argument("--grpo-minutes", type=float, default=45.0)
@@ -95,7 +97,8 @@ def main() -> int:
                  rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096, max_total_tokens=1_000_000),
                  run_info={"model": "template-teacher", "mode": cfg.env.mode}, progress=False)
         train_sft(out / "teacher" / "trajectories.jsonl", args.init_model, out / "sft",
-                  SFTSettings(learning_rate=args.sft_lr, epochs=args.sft_epochs, batch_size=4, max_length=1024, save_steps=10_000,
+                  SFTSettings(learning_rate=args.sft_lr, epochs=args.sft_epochs, batch_size=4,
+                              max_length=args.sft_max_length, save_steps=10_000,
                               gradient_checkpointing=False))
         times["sft_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -113,7 +116,7 @@ def main() -> int:
     maj = base.get("majority_baseline") or {}
     keys = ["format_ok_rate", "label_acc", "macro_f1", "verification_acc", "joint_acc", "evidence_score"]
     lines = [
-        f"Held-out SciFact train claims: {base['n']} (offline setting); majority class "
+        f"Held-out SciFact train claims: {base['n']} ({cfg.env.mode} setting); majority class "
         f"{maj.get('label')}: label_acc {_f(maj.get('acc'))}",
         "",
         "| metric | base SmolLM2 | after format SFT | after GRPO |",
