@@ -66,16 +66,14 @@ def main() -> int:
     from factrl.datasets.sampling import interleave_labels
     from factrl.evaluate import evaluate
     from factrl.rollout import RolloutConfig
-    from factrl.train.config import load_run_config
+    from factrl.train.config import load_run_config, parse_overrides
     from factrl.train.grpo import make_env_factory, prepare_claims, train_grpo
     from factrl.train.learning import _f
     from factrl.train.sft import SFTSettings, train_sft
     from factrl.train.teacher import TemplateTeacher
 
     out = args.out
-    from factrl.cli.train_cmd import _parse_sets
-
-    overrides = _parse_sets(args.set)
+    overrides = parse_overrides(args.set)
     cfg = load_run_config(args.preset, {
         **overrides, "output_dir": str(out / "grpo"), "data.held_out_fraction": args.held_out_fraction,
         "grpo.max_minutes": args.grpo_minutes,

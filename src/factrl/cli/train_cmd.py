@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -11,16 +10,12 @@ from factrl.cli.app import train_app
 
 
 def _parse_sets(sets: list[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for item in sets:
-        if "=" not in item:
-            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="--set")
-        key, raw = item.split("=", 1)
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
+    from factrl.train.config import parse_overrides
+
+    try:
+        return parse_overrides(sets)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from None
 
 
 @train_app.command("presets")

@@ -7,6 +7,7 @@ optimiser update, rollouts per prompt) and converted to TRL's micro-batch terms 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from importlib.resources import files
@@ -23,6 +24,7 @@ __all__ = [
     "GRPORunConfig",
     "load_run_config",
     "list_presets",
+    "parse_overrides",
     "trl_batch_args",
 ]
 
@@ -135,6 +137,21 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
 
 def list_presets() -> list[str]:
     return sorted(p.name[:-5] for p in files("factrl.presets").iterdir() if p.name.endswith(".toml"))
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["grpo.max_steps=10", "model.id=smollm2"]`` → ``{"grpo.max_steps": 10, ...}``;
+    each value is read as JSON when it parses (numbers, booleans, lists), else kept as text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"expected key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
 
 
 def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None) -> GRPORunConfig:
