@@ -30,8 +30,12 @@ class VowelEnv:
     def reset(self, claim):
         return [Message(role="user", content=f"Talk about: {claim.text}")]
 
+    autocast_seen: list = []  # whether generation ran under CPU bf16 autocast, per step
+
     def step(self, text):
         self.text = text
+        VowelEnv.autocast_seen.append(torch.is_autocast_enabled("cpu") and
+                                      torch.get_autocast_dtype("cpu") == torch.bfloat16)
         return StepResult(observation=None, done=True)
 
     def result(self):
@@ -98,3 +102,17 @@ def test_resume_continues_the_same_run(tiny_model, tmp_path):
     state = json.loads((tmp_path / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3
     assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2, 3]
+
+
+def test_bf16_mixed_precision_trains_and_generates_under_autocast(tiny_model, tmp_path):
+    before = _weights(tiny_model)
+    VowelEnv.autocast_seen.clear()
+    final = train_grpo(_config(tiny_model, tmp_path, max_steps=1, bf16=True, gradient_checkpointing=False))
+    assert VowelEnv.autocast_seen and all(VowelEnv.autocast_seen)
+    trl_args = torch.load(tmp_path / "checkpoint-1" / "training_args.bin", weights_only=False)
+    assert trl_args.bf16 is True
+    after = _weights(final)
+    assert all(v.dtype == torch.float32 for v in after.values())  # fp32 master weights
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "loss" in r]
+    assert len(rows) == 1 and math.isfinite(rows[0]["loss"])

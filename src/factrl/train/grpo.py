@@ -98,6 +98,7 @@ def _claim_key(c: Claim) -> str:
 def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
     """Run GRPO; returns the directory of the final model (``<output_dir>/final``)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -122,6 +123,7 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
             batch_size=r.batch_size,
             seed=g.seed,
         ),
+        autocast_bf16=g.bf16,
     )
     funcs, weights = reward_functions()
     args = GRPOConfig(
@@ -147,7 +149,9 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
         temperature=r.temperature,
         top_k=0,
         reward_weights=weights,
-        bf16=False,
+        bf16=g.bf16,
+        # transformers refuses bf16 without an accelerator unless told the run is on CPU
+        use_cpu=g.bf16 and not torch.cuda.is_available(),
         report_to=[],
         save_only_model=False,
         dataloader_num_workers=0,
