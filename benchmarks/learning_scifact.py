@@ -8,7 +8,8 @@ split into a training part and a held-out part (stratified, seeded). Steps:
    teacher over a subset of the training part (the base model never emits the tag
    protocol, so the paper's reward is 0 for every rollout and GRPO has no signal);
 3. evaluate the warm-started model;
-4. GRPO (preset ``veri_r1_offline_cpu``, the paper's reward) from it within a time budget;
+4. GRPO (preset ``veri_r1_offline_cpu``: the paper's reward without the validity weight) from it
+   within a time budget;
 5. evaluate the GRPO model; print and write ``learning.md``.
 
     python benchmarks/learning_scifact.py --out runs/learning-offline --grpo-minutes 45
