@@ -64,3 +64,11 @@ def test_parse_params() -> None:
 
     with pytest.raises(typer.BadParameter):
         parse_params(["novalue"])
+
+
+def test_no_progress_silences_the_build_messages(tmp_path: Path) -> None:
+    loud = runner.invoke(app, ["index", "build", "--corpus", str(FIXTURE), "--out", str(tmp_path / "a")])
+    quiet = runner.invoke(app, ["index", "build", "--corpus", str(FIXTURE), "--out", str(tmp_path / "b"), "--no-progress"])
+    assert loud.exit_code == 0 and quiet.exit_code == 0, quiet.output
+    assert "building bm25" in loud.output and "building bm25" not in quiet.output
+    assert "Built bm25 index" in quiet.output

@@ -145,3 +145,29 @@ def test_any_registered_backend_plugs_in(tmp_path: Path) -> None:
     loaded = load_index(tmp_path / "ix", expect={"tag": "hello"})
     assert isinstance(loaded.backend, EchoBackend)
     assert [h.passage_id for h in loaded.search(["x"], 2)[0]] == [p.id for p in ix.passages[:2]]
+
+
+class QuietBackend(EchoBackend):
+    """Takes the ``progress`` runtime knob; records what it was given."""
+
+    name = "quiet-test"
+    seen: list = []
+
+    @classmethod
+    def build(cls, passages: Sequence[Passage], directory: Path, *, progress: bool = True,
+              **params: Any) -> "QuietBackend":
+        cls.seen.append(progress)
+        directory.mkdir(parents=True)
+        (directory / "tag.txt").write_text(params["tag"])
+        return cls(passages, params["tag"])
+
+
+def test_progress_reaches_backends_that_take_it_and_is_not_recorded(tmp_path: Path) -> None:
+    if "quiet-test" not in RETRIEVERS:
+        RETRIEVERS.register("quiet-test")(QuietBackend)
+    QuietBackend.seen.clear()
+    build_index(FIXTURE, tmp_path / "a", retriever="quiet-test", unit_sentences=0, progress=False, tag="t")
+    build_index(FIXTURE, tmp_path / "b", retriever="quiet-test", unit_sentences=0, tag="t")
+    assert QuietBackend.seen == [False, True]
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["params"] == {"tag": "t"}

@@ -44,10 +44,14 @@ def load_claims(
     return claims if limit is None else claims[:limit]
 
 
-def offline_context(index: Any) -> Callable[[Any], list[Any]] | None:
+def offline_context(index: Any, max_sentences: int | None = 16) -> Callable[[Any], list[Any]] | None:
     """The offline setting's context provider (cited documents' sentences) for an index."""
     if index is None:
         return None
     from factrl.envs.context import document_context
 
-    return document_context(index.passages)
+    return document_context(index.passages, max_sentences=max_sentences)
+
+
+CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the cited documents "
+                          "(the gold evidence is always added); the CPU presets use 6.")

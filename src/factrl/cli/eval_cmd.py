@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from factrl.cli._common import CONTEXT_SENTENCES_HELP
 from factrl.cli.app import app
 
 
@@ -27,6 +28,7 @@ def eval_(
     seed: int = typer.Option(0),
     skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows."),
     force: bool = typer.Option(False, help="Reuse a run directory made with other settings."),
+    context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
     if mode not in ("online", "offline"):
@@ -47,7 +49,7 @@ def eval_(
         from factrl.retrieval.index import load_index
 
         idx = load_index(index)
-    context = offline_context(idx) if mode == "offline" else None
+    context = offline_context(idx, context_sentences) if mode == "offline" else None
     env_cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
     lm = load_lm(model)
     info = {
@@ -55,6 +57,8 @@ def eval_(
         "index": str(index) if index else None, "model": model, "temperature": temperature,
         "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced, "limit": limit,
     }
+    if mode == "offline":
+        info["context_sentences"] = context_sentences
     evaluate(
         claims,
         lambda: VeriR1Env(idx, env_cfg, context=context),

@@ -44,6 +44,7 @@ def build(
     model: str | None = typer.Option(None, "--model", help="Encoder model for retrievers that take one (passed as model=...)."),
     param: list[str] = typer.Option([], "--param", help="Backend parameter key=value (repeatable), e.g. --param k1=1.2."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an index already in --out."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the backend's progress bars (dense encoding)."),
 ) -> None:
     """Read a corpus, cut it into retrieval units and build an index directory."""
     from factrl.corpus import CorpusFormatError
@@ -63,6 +64,7 @@ def build(
             unit_sentences=unit_sentences,
             on_error="skip" if skip_bad_rows else "raise",
             overwrite=overwrite,
+            progress=progress,
             **params,
         )
     except CorpusFormatError as exc:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from factrl.cli._common import CONTEXT_SENTENCES_HELP
 from factrl.cli.app import train_app
 
 
@@ -92,6 +93,7 @@ def filter_(
     out: Path = typer.Option(..., "--out", help="Run directory: trajectories, kept.jsonl, report."),
     limit: int = typer.Option(None, "--limit"),
     batch_size: int = typer.Option(16),
+    context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
     from factrl.cli._common import load_claims, offline_context
@@ -103,7 +105,7 @@ def filter_(
     from factrl.train.filtering import kept_claims, write_claims_jsonl
 
     claims = load_claims(dataset, data_dir, split, limit=limit)
-    context = offline_context(load_index(index) if index is not None else None)
+    context = offline_context(load_index(index) if index is not None else None, context_sentences)
     cfg = VeriR1Config(mode="offline")
     evaluate(claims, lambda: VeriR1Env(None, cfg, context=context), load_lm(model), out,
              rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
@@ -123,6 +125,7 @@ def teach(
     ids: Path = typer.Option(None, "--ids", help="Only the claims whose ids are listed (one per line)."),
     limit: int = typer.Option(None, "--limit"),
     out: Path = typer.Option(..., "--out", help="Run directory for trajectories.jsonl."),
+    context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Write protocol-perfect trajectories with the rule-based template teacher (for SFT)."""
     from factrl.cli._common import load_claims, offline_context
@@ -134,7 +137,7 @@ def teach(
 
     claims = load_claims(dataset, data_dir, split, balanced=True, limit=limit, ids=ids)
     idx = load_index(index) if index is not None else None
-    context = offline_context(idx) if mode == "offline" else None
+    context = offline_context(idx, context_sentences) if mode == "offline" else None
     cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
     evaluate(claims, lambda: VeriR1Env(idx, cfg, context=context), TemplateTeacher(claims), out,
              rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),

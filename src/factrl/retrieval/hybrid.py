@@ -77,12 +77,13 @@ class HybridRetriever:
         self._settings = _fusion_settings(**settings)
 
     @classmethod
-    def build(cls, passages: Sequence[Passage], directory: Path, **params: Any) -> HybridRetriever:
+    def build(cls, passages: Sequence[Passage], directory: Path, *, progress: bool = True,
+              **params: Any) -> HybridRetriever:
         own, bm25_params, dense_params = _split_params(params)
         settings = _fusion_settings(**own)
         directory = Path(directory)
         bm25 = RETRIEVERS.get("bm25").build(passages, directory / "bm25", **bm25_params)
-        dense = RETRIEVERS.get("dense").build(passages, directory / "dense", **dense_params)
+        dense = RETRIEVERS.get("dense").build(passages, directory / "dense", progress=progress, **dense_params)
         return cls(bm25, dense, settings)
 
     @classmethod

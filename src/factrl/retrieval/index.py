@@ -14,6 +14,7 @@ The manifest is written last, so a directory with a manifest is a complete index
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import shutil
 import sys
@@ -179,6 +180,8 @@ def _build_parts(
 
     t1 = time.perf_counter()
     _say(progress, f"building {retriever} over {len(passages)} passages")
+    if "progress" in inspect.signature(backend_cls.build).parameters:  # a runtime knob, not recorded
+        backend_params = {**backend_params, "progress": progress}
     backend = backend_cls.build(passages, out_dir / retriever, **backend_params)
     _say(progress, f"built {retriever} in {time.perf_counter() - t1:.1f}s")
 
