@@ -67,3 +67,20 @@ def test_sft_trains_a_tiny_model(tmp_path):
     a = AutoModelForCausalLM.from_pretrained(str(tiny)).state_dict()
     b = AutoModelForCausalLM.from_pretrained(str(final)).state_dict()
     assert any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sft_cli_max_length_skips_and_says_so(tmp_path):
+    pytest.importorskip("trl")
+    from typer.testing import CliRunner
+
+    from factrl.cli import _load_commands, app
+    from factrl.lm.tiny import build_tiny_model
+
+    _load_commands()
+    tiny = build_tiny_model(tmp_path / "tiny", layers=1, hidden=32, heads=2)
+    evaluate([GOOD, WRONG], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path / "teacher", progress=False)
+    res = CliRunner().invoke(app, ["train", "sft", "--trajectories", str(tmp_path / "teacher" / "trajectories.jsonl"),
+                                   "--model", str(tiny), "--out", str(tmp_path / "sft"), "--max-length", "16",
+                                   "--no-gradient-checkpointing"])
+    assert res.exit_code == 1
+    assert "longer than max_length=16" in res.output and "Traceback" not in res.output

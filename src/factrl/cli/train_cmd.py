@@ -74,12 +74,21 @@ def sft(
     epochs: float = typer.Option(2.0),
     batch_size: int = typer.Option(4),
     lora: bool = typer.Option(False, help="Train LoRA adapters (merged into final/)."),
+    max_length: int = typer.Option(2048, "--max-length", min=16, help="Longer trajectories are skipped (and counted)."),
+    gradient_checkpointing: bool = typer.Option(
+        True, "--gradient-checkpointing/--no-gradient-checkpointing",
+        help="Recompute activations in backward: less memory, one more forward (off is faster on small models)."),
 ) -> None:
     """SFT baseline (Veri-R1 App. H) on the teacher's fully correct trajectories."""
     from factrl.train.sft import SFTSettings, train_sft
 
-    final = train_sft(trajectories, model, out, SFTSettings(learning_rate=learning_rate, epochs=epochs,
-                                                           batch_size=batch_size, lora=lora))
+    settings = SFTSettings(learning_rate=learning_rate, epochs=epochs, batch_size=batch_size, lora=lora,
+                           max_length=max_length, gradient_checkpointing=gradient_checkpointing)
+    try:
+        final = train_sft(trajectories, model, out, settings)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"saved {final}")
 
 

@@ -106,8 +106,11 @@ def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettin
     print(f"SFT: {len(examples)} examples from {len(keep)} fully correct of {len(trajs)} trajectories"
           + (f" ({skipped} skipped: over max_length={s.max_length} tokens or no model tokens)" if skipped else ""),
           file=sys.stderr, flush=True)
-    if not examples:
+    if not keep:
         raise ValueError(f"no fully correct trajectories in {trajectories}; nothing to train on")
+    if not examples:
+        raise ValueError(f"all {len(keep)} fully correct trajectories in {trajectories} are longer than "
+                         f"max_length={s.max_length} tokens (or hold no model tokens); raise max_length")
     peft_config: Any = None
     if s.lora:
         from peft import LoraConfig
