@@ -74,7 +74,9 @@ def _weights(path):
 
 def test_two_grpo_steps_change_weights_with_finite_loss(tiny_model, tmp_path):
     before = _weights(tiny_model)
+    VowelEnv.autocast_seen.clear()
     final = train_grpo(_config(tiny_model, tmp_path, max_steps=2))
+    assert VowelEnv.autocast_seen and not any(VowelEnv.autocast_seen)  # fp32 unless bf16 is asked for
     after = _weights(final)
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert len(changed) >= len(before) // 2, changed

@@ -123,7 +123,6 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
             batch_size=r.batch_size,
             seed=g.seed,
         ),
-        autocast_bf16=g.bf16,
     )
     funcs, weights = reward_functions()
     args = GRPOConfig(

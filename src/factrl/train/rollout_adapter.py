@@ -96,13 +96,11 @@ class EnvRollout:
         rollout: RolloutConfig,
         *,
         on_trajectories: Callable[[list[Trajectory]], None] | None = None,
-        autocast_bf16: bool = False,
     ) -> None:
         self.claims = claims
         self.make_env = make_env
         self.rollout = rollout
         self.on_trajectories = on_trajectories
-        self.autocast_bf16 = autocast_bf16
         self.calls = 0
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
@@ -117,10 +115,9 @@ class EnvRollout:
             raise KeyError(f"rollout got a prompt that is not a training claim key: {exc}") from None
         seed = None if self.rollout.seed is None else self.rollout.seed + 7919 * self.calls
         cfg = RolloutConfig(**{**self.rollout.__dict__, "group": 1, "seed": seed})
-        device_type = trainer.accelerator.device.type
-        autocast = torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.autocast_bf16)
+        # the trainer's mixed precision (bf16/fp16 autocast, or none) covers generation too
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model, \
-                torch.no_grad(), autocast:
+                torch.no_grad(), trainer.accelerator.autocast():
             was_training = model.training
             model.eval()
             try:
