@@ -34,15 +34,16 @@ def _eval(cfg, model: str, out: Path, held_out, max_new_tokens: int) -> dict:
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
-    from factrl.train.grpo import make_env_factory
+    from factrl.train.setup import run_env_factory, run_reward
 
     if (out / "metrics.json").exists():
         return json.loads((out / "metrics.json").read_text())
     return evaluate(
-        held_out, make_env_factory(cfg), load_lm(model), out,
+        held_out, make_env := run_env_factory(cfg), load_lm(model), out,
         rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens,
                               max_total_tokens=max(max_new_tokens, cfg.rollout.max_total_tokens), batch_size=32),
-        run_info={"model": model, "mode": cfg.env.mode},
+        run_info={"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params}},
+        reward=run_reward(cfg, make_env),
     )
 
 
@@ -68,7 +69,8 @@ def main() -> int:
     from factrl.evaluate import evaluate
     from factrl.rollout import RolloutConfig
     from factrl.train.config import load_run_config, parse_overrides
-    from factrl.train.grpo import make_env_factory, prepare_claims, train_grpo
+    from factrl.train.grpo import prepare_claims, train_grpo
+    from factrl.train.setup import run_env_factory
     from factrl.train.learning import _f
     from factrl.train.sft import SFTSettings, train_sft
     from factrl.train.teacher import TemplateTeacher
@@ -91,10 +93,10 @@ def main() -> int:
     if not (sft_final / "config.json").exists():
         t0 = time.perf_counter()
         teach = interleave_labels(train)[: args.sft_claims]
-        make_env = make_env_factory(cfg)
+        make_env = run_env_factory(cfg)
         evaluate(teach, make_env, TemplateTeacher(teach), out / "teacher",
                  rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096, max_total_tokens=1_000_000),
-                 run_info={"model": "template-teacher", "mode": cfg.env.mode}, progress=False)
+                 run_info={"model": "template-teacher", "agent": {"name": cfg.env.name, "params": cfg.env.params}}, progress=False)
         train_sft(out / "teacher" / "trajectories.jsonl", args.init_model, out / "sft",
                   SFTSettings(learning_rate=args.sft_lr, epochs=args.sft_epochs, batch_size=4,
                               max_length=args.sft_max_length, save_steps=10_000,
@@ -115,7 +117,7 @@ def main() -> int:
     maj = base.get("majority_baseline") or {}
     keys = ["format_ok_rate", "label_acc", "macro_f1", "verification_acc", "joint_acc", "evidence_score"]
     lines = [
-        f"Held-out SciFact train claims: {base['n']} ({cfg.env.mode} setting); majority class "
+        f"Held-out SciFact train claims: {base['n']} ({cfg.env.params.get('mode', cfg.env.name)} setting); majority class "
         f"{maj.get('label')}: label_acc {_f(maj.get('acc'))}",
         "",
         "| metric | base SmolLM2 | after format SFT | after GRPO |",

@@ -18,6 +18,7 @@ from typing import Any
 
 from factrl.envs.base import Env
 from factrl.lm.base import LM
+from factrl.rewards.base import Reward
 from factrl.rollout import RolloutConfig, run_episodes
 from factrl.types import Claim, Trajectory
 
@@ -67,9 +68,10 @@ def evaluate(
     run_info: dict[str, Any] | None = None,
     progress: bool = True,
     force: bool = False,
+    reward: Reward | None = None,
 ) -> dict[str, Any]:
-    """Verify every claim once, streaming trajectories; returns the metrics dict that is
-    also written to ``metrics.json``."""
+    """Verify every claim once, streaming trajectories scored by ``reward`` (default: the
+    environment's own); returns the metrics dict that is also written to ``metrics.json``."""
     from factrl.metrics.veri_r1 import compute_metrics
     from factrl.report.markdown import format_summary_line, metrics_markdown
 
@@ -101,7 +103,7 @@ def evaluate(
 
         for start in range(0, len(todo), rollout.batch_size):
             batch = todo[start : start + rollout.batch_size]
-            run_episodes(make_env, batch, lm, rollout, on_trajectory=write)
+            run_episodes(make_env, batch, lm, rollout, on_trajectory=write, reward=reward)
             os.fsync(fh.fileno())
             if progress:
                 rate = (time.perf_counter() - t_start) / max(1, finished - len(done))

@@ -26,6 +26,7 @@ __all__ = [
     "Message",
     "Turn",
     "RewardBreakdown",
+    "Segment",
     "Trajectory",
     "to_json",
     "from_json",
@@ -171,8 +172,25 @@ class RewardBreakdown(Record):
     total: float = 0.0
 
 
+class Segment(Record):
+    """One further context of an episode, with its own prompt and token stream: a
+    sub-agent's episode run inside a turn (HARIS's search agent), or a context the
+    environment reset (ProFact's per-question search). ``role`` names who generated its
+    model turns; each turn keeps its own mask (1 = sampled, 0 = inserted)."""
+
+    role: str
+    prompt: list[Message] = Field(default_factory=list)
+    prompt_ids: list[int] = Field(default_factory=list)
+    turns: list[Turn] = Field(default_factory=list)
+
+
 class Trajectory(Record):
-    """A whole episode: prompt, every turn, the verdict, its reward and timings."""
+    """A whole episode: prompt, every turn, the verdict, its reward and timings.
+
+    ``prompt``/``prompt_ids``/``turns`` are the episode's opening context (the policy's;
+    what a trainer optimises); ``segments`` holds every further context in the order it
+    was opened (empty for single-context agents such as Veri-R1).
+    """
 
     claim_id: str
     env: str
@@ -188,6 +206,7 @@ class Trajectory(Record):
     group_index: int = 0
     error: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    segments: list[Segment] = Field(default_factory=list)
 
     @property
     def completion_ids(self) -> list[int]:

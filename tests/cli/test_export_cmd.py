@@ -30,7 +30,7 @@ def test_export_verl_online(tmp_path):
     res = runner.invoke(app, ["export", "verl", "--dataset", "jsonl", "--data-dir", str(src), "--split", "train",
                               "--limit", "2", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert "wrote 2 rows (online, split train)" in res.output
+    assert "wrote 2 rows (veri_r1, split train)" in res.output
     claims = read_verl_parquet(out)
     assert [c.id for c in claims] == ["c1", "c2"]
     rows = pq.read_table(out).to_pylist()
@@ -47,7 +47,7 @@ def test_export_verl_offline_skips_and_counts_when_asked(tmp_path):
     assert not out.exists()
     res = runner.invoke(app, args + ["--skip-bad-rows"])
     assert res.exit_code == 0, res.output
-    assert "skipped 1 claims" in res.output and "wrote 3 rows (offline" in res.output
+    assert "skipped 1 claims" in res.output and "wrote 3 rows (veri_r1_offline" in res.output
     table = pq.read_table(out)
     assert table.column("agent_name").to_pylist() == ["factrl_env"] * 3
     assert "[[nile_sentence_1]]: It flows north." in table.column("prompt").to_pylist()[0][0]["content"]

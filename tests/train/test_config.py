@@ -13,8 +13,8 @@ def test_parse_overrides_reads_json_values_and_keeps_text():
 
 
 def test_overrides_reach_nested_tables_of_a_preset():
-    cfg = load_run_config("veri_r1_offline_cpu", parse_overrides(["env.reward.use_validity=true"]))
-    assert cfg.env.reward == {"empty_iou": 0.0, "use_validity": True}  # the other key is kept
+    cfg = load_run_config("veri_r1_offline_cpu", parse_overrides(["reward.params.use_validity=true"]))
+    assert cfg.reward.params == {"empty_iou": 0.0, "use_validity": True}  # the other key is kept
     assert cfg.grpo.gradient_checkpointing is False
     assert load_run_config("veri_r1_offline").grpo.gradient_checkpointing is True
 

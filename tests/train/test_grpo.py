@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult  # noqa: E402
+from factrl.rewards.base import REWARDS  # noqa: E402
 from factrl.train.callbacks import read_metrics  # noqa: E402
 from factrl.train.config import GRPORunConfig, load_run_config  # noqa: E402
 from factrl.train.grpo import train_grpo  # noqa: E402
@@ -23,8 +24,9 @@ class VowelEnv:
     name = "vowel_test"
     stop = ("</answer>",)
     max_turns = 1
+    default_reward = "vowel_test"
 
-    def __init__(self, retriever=None):
+    def __init__(self, deps=None):
         self.text = ""
 
     def reset(self, claim):
@@ -39,12 +41,33 @@ class VowelEnv:
         return StepResult(observation=None, done=True)
 
     def result(self):
-        share = sum(ch in "aeiou" for ch in self.text) / max(1, len(self.text))
-        return EpisodeResult(verdict=Verdict(), reward=RewardBreakdown(components={"format": 0.0}, total=share))
+        return EpisodeResult(verdict=self.parse_verdict(self.text))
+
+    def parse_verdict(self, text):
+        return Verdict()
+
+
+class VowelReward:
+    """The share of vowels in the model's text."""
+
+    name = "vowel_test"
+    components = ("format",)
+    diagnostics = ()
+
+    def score(self, trajectories):
+        out = []
+        for t in trajectories:
+            share = sum(ch in "aeiou" for ch in t.model_text) / max(1, len(t.model_text))
+            out.append(RewardBreakdown(components={"format": 0.0}, total=share))
+        return out
+
+    def configure(self, params, deps=None):
+        return self
 
 
 if "vowel_test" not in ENVS:
     ENVS.register("vowel_test")(VowelEnv)
+    REWARDS.register("vowel_test")(VowelReward())
 
 
 @pytest.fixture(scope="module")

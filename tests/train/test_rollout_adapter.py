@@ -1,7 +1,11 @@
 from factrl.envs.veri_r1 import VeriR1Env
 from factrl.lm.scripted import EOS, ScriptedLM
 from factrl.rollout import RolloutConfig, run_episodes
-from factrl.train.rollout_adapter import REWARD_COLUMNS, reward_functions, trajectories_to_trl
+from factrl.rewards import build_reward
+from factrl.train.rollout_adapter import reward_columns, reward_functions, trajectories_to_trl
+
+VERI_R1 = build_reward("veri_r1")
+REWARD_COLUMNS = reward_columns(VERI_R1)
 from factrl.types import Claim, EvidenceRef, Passage
 
 from _support import WordOverlapRetriever
@@ -20,7 +24,7 @@ def respond(ctx):
 def test_trl_dict_keeps_token_truth_and_masks():
     lm = ScriptedLM(respond)
     trajs = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM, CLAIM], lm, RolloutConfig(group=1))
-    out = trajectories_to_trl(trajs, eos_token_id=EOS)
+    out = trajectories_to_trl(trajs, eos_token_id=EOS, reward=VERI_R1)
     for i, t in enumerate(trajs):
         ids, mask, lps = out["completion_ids"][i], out["env_mask"][i], out["logprobs"][i]
         assert out["prompt_ids"][i] == t.prompt_ids
@@ -42,14 +46,14 @@ def test_truncated_episode_gets_no_eos_and_failed_reset_a_dummy():
     lm = ScriptedLM(lambda ctx: "<plan>" + "x" * 100)
     trajs = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM, Claim(id="e", text=" ", label="SUPPORT")],
                          lm, RolloutConfig(max_new_tokens=20))
-    out = trajectories_to_trl(trajs, eos_token_id=EOS)
+    out = trajectories_to_trl(trajs, eos_token_id=EOS, reward=VERI_R1)
     assert out["completion_ids"][0][-1] != EOS and len(out["completion_ids"][0]) == 20
     assert out["completion_ids"][1] == [EOS] and out["env_mask"][1] == [0]
     assert out["reward_total"][1] == 0.0
 
 
 def test_reward_functions_read_columns_and_weight_only_the_total():
-    funcs, weights = reward_functions()
+    funcs, weights = reward_functions(VERI_R1)
     assert [f.__name__ for f in funcs] == list(REWARD_COLUMNS)
     assert weights[0] == 1.0 and sum(weights) == 1.0
     assert funcs[1](["a", "b"], reward_label=[2, 0], reward_total=[1, 1]) == [2.0, 0.0]

@@ -55,3 +55,57 @@ def offline_context(index: Any, max_sentences: int | None = 16) -> Callable[[Any
 
 CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the cited documents "
                           "(the gold evidence is always added); the CPU presets use 6.")
+
+
+AGENT_HELP = "The agent: a registered environment name (veri_r1, veri_r1_offline, ...)."
+PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
+MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
+
+
+def build_agent(
+    agent: str,
+    params: list[str],
+    *,
+    mode: str | None = None,
+    index: Any = None,
+    context_sentences: int | None = 16,
+) -> tuple[Any, Callable[[], Any]]:
+    """``(EnvSpec, factory)`` for ``--agent``/``--param``/``--mode`` over a loaded index
+    (or None); a bad name, parameter or missing dependency is a usage error naming it."""
+    from factrl.envs import EnvSpec, deps_from_index, env_factory, parse_params
+    from factrl.registry import RegistryError
+
+    try:
+        values = parse_params(params)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--param") from None
+    if mode is not None:
+        values.setdefault("mode", mode)
+    spec = EnvSpec(name=agent, params=values)
+    try:
+        return spec, env_factory(spec, deps_from_index(index, context_sentences=context_sentences))
+    except (ValueError, RegistryError) as exc:
+        hint = "" if index is not None else " (no --index was given)"
+        raise typer.BadParameter(f"{exc}{hint}", param_hint="--agent") from None
+
+
+def build_scorer(reward: str | None, params: list[str], make_env: Callable[[], Any]) -> Any:
+    """The reward for ``--reward``/``--reward-param`` (default: the agent's own)."""
+    from factrl.envs import parse_params
+    from factrl.registry import RegistryError
+    from factrl.rewards import RewardSpec, build_reward
+
+    try:
+        spec = RewardSpec(name=reward or make_env().default_reward, params=parse_params(params))
+        return build_reward(spec)
+    except (ValueError, RegistryError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--reward") from None
+
+
+def index_info(index: Any) -> dict[str, Any] | None:
+    """What a run records about its index, so results stay comparable: the retriever,
+    its parameters and the corpus checksum."""
+    if index is None or not hasattr(index, "manifest"):
+        return None
+    m = index.manifest.model_dump(mode="json")
+    return {k: m[k] for k in ("retriever", "params", "model", "corpus", "unit_sentences") if k in m}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import CONTEXT_SENTENCES_HELP
+from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import app
 
 
@@ -19,7 +19,11 @@ def eval_(
     index: Path = typer.Option(None, "--index", help="Index directory (needed online)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it exists)."),
     model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local path or a hub id."),
-    mode: str = typer.Option("online", help="online (search) or offline (evidence in the prompt)."),
+    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
+    mode: str = typer.Option(None, "--mode", help=MODE_HELP),
+    reward: str = typer.Option(None, "--reward", help="Reward name (default: the agent's own)."),
+    reward_param: list[str] = typer.Option([], "--reward-param", help="A reward parameter key=value (repeatable)."),
     limit: int = typer.Option(None, "--limit", help="Only the first N claims (after --balanced)."),
     balanced: bool = typer.Option(False, help="Interleave labels so any --limit is class-balanced."),
     temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
@@ -31,14 +35,9 @@ def eval_(
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
-    if mode not in ("online", "offline"):
-        raise typer.BadParameter("mode must be online or offline", param_hint="--mode")
-    if mode == "online" and index is None:
-        raise typer.BadParameter("online evaluation needs --index", param_hint="--index")
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import load_claims, offline_context
-    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.cli._common import build_agent, build_scorer, index_info, load_claims
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
@@ -49,19 +48,19 @@ def eval_(
         from factrl.retrieval.index import load_index
 
         idx = load_index(index)
-    context = offline_context(idx, context_sentences) if mode == "offline" else None
-    env_cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
+    spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
+    scorer = build_scorer(reward, reward_param, make_env)
     lm = load_lm(model)
     info = {
-        "dataset": dataset, "data_dir": str(data_dir), "split": split, "mode": mode,
-        "index": str(index) if index else None, "model": model, "temperature": temperature,
-        "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced, "limit": limit,
+        "dataset": dataset, "data_dir": str(data_dir), "split": split,
+        "agent": spec.model_dump(mode="json"), "reward": {"name": scorer.name, "params": reward_param},
+        "index": str(index) if index else None, "index_info": index_info(idx), "model": model,
+        "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
+        "limit": limit, "context_sentences": context_sentences if idx is not None else None,
     }
-    if mode == "offline":
-        info["context_sentences"] = context_sentences
     evaluate(
         claims,
-        lambda: VeriR1Env(idx, env_cfg, context=context),
+        make_env,
         lm,
         out,
         rollout=RolloutConfig(
@@ -69,5 +68,6 @@ def eval_(
         ),
         run_info=info,
         force=force,
+        reward=scorer,
     )
     typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md")

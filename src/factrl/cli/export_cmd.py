@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from factrl.cli._common import AGENT_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import app
 
 export_app = typer.Typer(no_args_is_help=True, help="Export training data for other frameworks (verl).")
@@ -18,45 +19,46 @@ def export_verl(
     data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
     split: str = typer.Option("train", "--split"),
     out: Path = typer.Option(..., "--out", help="Parquet file to write (FILE.parquet)."),
-    mode: str = typer.Option("online", help="online (search) or offline (evidence in the prompt)."),
+    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
+    mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     limit: int = typer.Option(None, "--limit", help="Only the first N claims (after --balanced)."),
     balanced: bool = typer.Option(False, help="Interleave labels so any --limit is class-balanced."),
     index: Path = typer.Option(
-        None, "--index", help="Offline only: index whose documents give the context around the gold evidence."
+        None, "--index", help="Index whose documents give the offline prompts' context around the gold evidence."
     ),
     data_source: str = typer.Option(None, "--data-source", help="verl's data_source column (default: the dataset)."),
-    max_searches: int = typer.Option(3, "--max-searches", help="Search budget written into the online prompt."),
+    max_searches: int = typer.Option(None, "--max-searches", help="Veri-R1: the search budget written into the online prompt (shorthand for --param max_searches=N)."),
     agent_name: str = typer.Option(
         None, "--agent-name", help="Add verl's agent_name column (e.g. factrl_env) to pick the agent loop per row."
     ),
     skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows and unusable claims."),
 ) -> None:
     """Write a dataset split as a verl parquet with the prompts factrl's environment builds."""
-    if mode not in ("online", "offline"):
-        raise typer.BadParameter("mode must be online or offline", param_hint="--mode")
-    if index is not None and mode != "offline":
-        raise typer.BadParameter("--index gives offline context; online prompts do not use it", param_hint="--index")
     if out.suffix != ".parquet":
         raise typer.BadParameter(f"{out} does not end in .parquet", param_hint="--out")
-    from factrl.cli._common import load_claims, offline_context
+    from factrl.cli._common import build_agent, load_claims, offline_context
+    from factrl.envs import EnvDeps
     from factrl.train.verl.export import VerlDataError, export_verl_parquet
 
-    claims = load_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
-    context = None
+    if max_searches is not None:
+        param = [*param, f"max_searches={max_searches}"]
+    idx = None
     if index is not None:
         from factrl.retrieval.index import load_index
 
-        context = offline_context(load_index(index))
-    env_kwargs = {"max_searches": max_searches} if mode == "online" else {}
+        idx = load_index(index)
+    context = offline_context(idx)
+    spec, make_env = build_agent(agent, param, mode=mode, index=EnvDeps.offline_only(context).retriever)
+    claims = load_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
     try:
         result = export_verl_parquet(
             claims,
             out,
-            mode=mode,  # type: ignore[arg-type]
+            env=spec,
             split=split,
             data_source=data_source or dataset,
             context=context,
-            env_kwargs=env_kwargs,
             agent_name=agent_name,
             skip_invalid=skip_bad_rows,
         )
@@ -69,4 +71,4 @@ def export_verl(
         typer.echo(f"skipped claim {claim_id}: {reason}", err=True)
     if result.skipped:
         typer.echo(f"skipped {len(result.skipped)} claims", err=True)
-    typer.echo(f"wrote {result.rows} rows ({mode}, split {split}) to {result.path}")
+    typer.echo(f"wrote {result.rows} rows ({make_env().name}, split {split}) to {result.path}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import CONTEXT_SENTENCES_HELP
+from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import train_app
 
 
@@ -102,11 +102,12 @@ def filter_(
     out: Path = typer.Option(..., "--out", help="Run directory: trajectories, kept.jsonl, report."),
     limit: int = typer.Option(None, "--limit"),
     batch_size: int = typer.Option(16),
+    agent: str = typer.Option("veri_r1_offline", "--agent", help=AGENT_HELP),
+    param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
-    from factrl.cli._common import load_claims, offline_context
-    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.cli._common import build_agent, load_claims
     from factrl.evaluate import evaluate, read_trajectories
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
@@ -114,11 +115,12 @@ def filter_(
     from factrl.train.filtering import kept_claims, write_claims_jsonl
 
     claims = load_claims(dataset, data_dir, split, limit=limit)
-    context = offline_context(load_index(index) if index is not None else None, context_sentences)
-    cfg = VeriR1Config(mode="offline")
-    evaluate(claims, lambda: VeriR1Env(None, cfg, context=context), load_lm(model), out,
+    idx = load_index(index) if index is not None else None
+    spec, make_env = build_agent(agent, param, index=idx, context_sentences=context_sentences)
+    evaluate(claims, make_env, load_lm(model), out,
              rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
-             run_info={"dataset": dataset, "split": split, "model": model, "mode": "offline-filter"})
+             run_info={"dataset": dataset, "split": split, "model": model, "purpose": "filter",
+                       "agent": spec.model_dump(mode="json")})
     kept = kept_claims(claims, read_trajectories(out / "trajectories.jsonl"))
     write_claims_jsonl(kept, out / "kept.jsonl")
     typer.echo(f"kept {len(kept)} of {len(claims)} claims ({len(kept) / max(1, len(claims)):.0%}) → {out / 'kept.jsonl'}")
@@ -130,15 +132,16 @@ def teach(
     data_dir: Path = typer.Option(..., "--data-dir"),
     split: str = typer.Option("train", "--split"),
     index: Path = typer.Option(None, "--index", help="Index: search (online) or context sentences (offline)."),
-    mode: str = typer.Option("offline", help="online or offline"),
+    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
+    mode: str = typer.Option("offline", "--mode", help=MODE_HELP),
     ids: Path = typer.Option(None, "--ids", help="Only the claims whose ids are listed (one per line)."),
     limit: int = typer.Option(None, "--limit"),
     out: Path = typer.Option(..., "--out", help="Run directory for trajectories.jsonl."),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Write protocol-perfect trajectories with the rule-based template teacher (for SFT)."""
-    from factrl.cli._common import load_claims, offline_context
-    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.cli._common import build_agent, load_claims
     from factrl.evaluate import evaluate
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
@@ -146,9 +149,9 @@ def teach(
 
     claims = load_claims(dataset, data_dir, split, balanced=True, limit=limit, ids=ids)
     idx = load_index(index) if index is not None else None
-    context = offline_context(idx, context_sentences) if mode == "offline" else None
-    cfg = VeriR1Config(mode=mode)  # type: ignore[arg-type]
-    evaluate(claims, lambda: VeriR1Env(idx, cfg, context=context), TemplateTeacher(claims), out,
+    spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
+    evaluate(claims, make_env, TemplateTeacher(claims), out,
              rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),
-             run_info={"dataset": dataset, "split": split, "mode": mode, "model": "template-teacher"})
+             run_info={"dataset": dataset, "split": split, "agent": spec.model_dump(mode="json"),
+                       "model": "template-teacher"})
     typer.echo(f"wrote {out / 'trajectories.jsonl'}")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from factrl.cli._common import AGENT_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import app
 
 
@@ -16,6 +17,9 @@ def verify(
     claim: str = typer.Argument(..., help="The claim to verify."),
     index: Path = typer.Option(..., "--index", help="Index directory (factrl index build)."),
     model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local path or a hub id."),
+    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
+    mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     trajectory: bool = typer.Option(False, "--trajectory", help="Also show the whole episode."),
     temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
@@ -27,16 +31,17 @@ def verify(
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.envs.veri_r1 import VeriR1Env
+    from factrl.cli._common import build_agent
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig, run_episodes
     from factrl.types import Claim
 
     idx = load_index(index)
+    _, make_env = build_agent(agent, param, mode=mode, index=idx)
     lm = load_lm(model)
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
-    (traj,) = run_episodes(lambda: VeriR1Env(idx), [Claim(id="cli", text=claim)], lm, cfg)
+    (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg)
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
     if json_out:
         out = {

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from factrl.datasets import DATASETS
-    from factrl.envs.veri_r1 import VeriR1Env
+    from factrl.envs import EnvSpec, deps_from_index, env_factory
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.report.markdown import format_summary_line
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(run_dir, ignore_errors=True)  # the demo always starts fresh
     metrics = evaluate(
         claims,
-        lambda: VeriR1Env(index),
+        env_factory(EnvSpec(name="veri_r1"), deps_from_index(index)),
         lm,
         run_dir,
         rollout=RolloutConfig(temperature=0.0, max_new_tokens=256, batch_size=len(claims)),

@@ -1,6 +1,13 @@
-"""The environment seam: text in, text out. Environments never tokenise; the rollout
-runner owns token ids and masks, so one environment runs under plain evaluation, TRL's
-rollout hook and verl's agent loop alike."""
+"""The environment seam: text in, text out. Environments never tokenise and never score:
+the episode machine (:mod:`factrl.episode`) owns token ids and masks, and a reward
+(:mod:`factrl.rewards`) scores the finished trajectory, so one environment runs under
+plain evaluation, TRL's rollout hook and verl's agent loop alike.
+
+An environment may move the conversation to another context: a :class:`Switch` in its
+:class:`StepResult` asks for the next generation as a given role, either on fresh chat
+messages (a reset context, or a sub-agent's episode inside a turn) or back on that
+role's latest context.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +16,43 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from factrl.registry import Registry
-from factrl.types import Claim, Message, RewardBreakdown, Verdict
+from factrl.types import Claim, Message, Verdict
 
-__all__ = ["Env", "StepResult", "EpisodeResult", "ENVS", "EnvFactory"]
+__all__ = ["Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY"]
+
+POLICY = "policy"  # the role whose opening context a trainer optimises
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Generate next as ``role``: on fresh ``messages`` (a new context with its own
+    prompt), or, with ``messages=None``, back on that role's latest context. ``stop``
+    replaces the environment's stop strings in the new context."""
+
+    role: str = POLICY
+    messages: list[Message] | None = None
+    stop: tuple[str, ...] | None = None
 
 
 @dataclass
 class StepResult:
     """What the environment answers to one model turn.
 
-    ``observation`` is text the system appends to the context (tokens masked out of the
-    loss); ``done`` ends the episode.
+    ``observation`` is text appended to the context the next generation continues
+    (after a ``switch``, the context switched to); its tokens are masked out of the loss.
+    ``done`` ends the episode.
     """
 
     observation: str | None
     done: bool
+    switch: Switch | None = None
 
 
 @dataclass
 class EpisodeResult:
+    """What an episode concluded. No reward: scoring is a separate stage."""
+
     verdict: Verdict
-    reward: RewardBreakdown
     searches: list[str] = field(default_factory=list)
     retrieved_ids: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -40,7 +63,8 @@ class EpisodeResult:
 class Env(Protocol):
     name: str
     stop: tuple[str, ...]  # generation stops after any of these strings
-    max_turns: int
+    max_turns: int  # model turns, all contexts together
+    default_reward: str  # the REWARDS name that scores this agent unless told otherwise
 
     def reset(self, claim: Claim) -> list[Message]: ...
 
@@ -48,9 +72,16 @@ class Env(Protocol):
 
     def result(self) -> EpisodeResult: ...
 
+    def parse_verdict(self, model_text: str) -> Verdict:
+        """The verdict a whole model text gives (what ``result`` reports after an
+        episode); lets a scorer that only has text (verl's reward shim) judge it."""
+        ...
+
 
 EnvFactory = Callable[[], Env]
 
+# Entries are factories ``(deps: EnvDeps, **params) -> Env``; build them with
+# :func:`factrl.envs.build`.
 ENVS: Registry[Callable[..., Env]] = Registry("environment")
 ENVS.register_lazy("veri_r1", "factrl.envs.veri_r1")
 ENVS.register_lazy("veri_r1_offline", "factrl.envs.veri_r1")

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from factrl.envs import prompts
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.spec import EnvDeps
 from factrl.envs.tags import check_protocol, last_block, parse_answer
 from factrl.retrieval.base import Retriever
-from factrl.types import Claim, EvidenceRef, Hit, Message, RewardBreakdown, Verdict
+from factrl.types import Claim, EvidenceRef, Hit, Message, Verdict
 
 __all__ = ["VeriR1Config", "VeriR1Env", "render_information", "parse_verdict"]
 
@@ -33,7 +34,10 @@ class VeriR1Config:
     max_observation_chars: int = 3000  # ~768 tokens, the paper's max observation length
     max_query_chars: int = 500
     shuffle_offline_evidence: bool = True
-    reward: dict = field(default_factory=dict)  # passed to the reward config
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("online", "offline"):
+            raise ValueError(f"Veri-R1 mode must be 'online' or 'offline', got {self.mode!r}")
 
 
 def render_information(hits: Sequence[Hit], max_chars: int) -> tuple[str, list[str]]:
@@ -81,9 +85,11 @@ def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdic
 
 
 class VeriR1Env:
-    """One episode at a time; create one per rollout (they are cheap)."""
+    """One episode at a time; create one per rollout (they are cheap). Scored by the
+    ``veri_r1`` reward unless a run names another."""
 
     stop = ("</search>", "</answer>")
+    default_reward = "veri_r1"
 
     def __init__(
         self,
@@ -153,27 +159,15 @@ class VeriR1Env:
     def result(self) -> EpisodeResult:
         if self._claim is None:
             raise RuntimeError("result() before reset()")
-        text = "".join(self._model_text)
-        verdict = parse_verdict(
-            text, online=self.config.mode == "online", max_searches=self.config.max_searches
-        )
-        reward = RewardBreakdown()
-        if self._claim.label is not None:
-            from factrl.rewards.veri_r1 import VeriR1RewardConfig, veri_r1_reward
-
-            reward = veri_r1_reward(
-                verdict,
-                self._claim.label,
-                self._claim.evidence_ids,
-                config=VeriR1RewardConfig(**self.config.reward),
-            )
         return EpisodeResult(
-            verdict=verdict,
-            reward=reward,
+            verdict=self.parse_verdict("".join(self._model_text)),
             searches=list(self._searches),
             retrieved_ids=list(dict.fromkeys(self._retrieved)),
             timings={"search_s": self._search_seconds},
         )
+
+    def parse_verdict(self, model_text: str) -> Verdict:
+        return parse_verdict(model_text, online=self.config.mode == "online", max_searches=self.config.max_searches)
 
     # -- helpers --------------------------------------------------------------------
     def _finish(self) -> StepResult:
@@ -214,12 +208,26 @@ def _number_word(n: int) -> str:
 
 
 @ENVS.register("veri_r1")
-def make_veri_r1(retriever: Retriever | None = None, **kw: object) -> VeriR1Env:
-    return VeriR1Env(retriever, VeriR1Config(mode="online", **kw))  # type: ignore[arg-type]
+def make_veri_r1(deps: EnvDeps | None = None, **params: object) -> VeriR1Env:
+    """``params`` are :class:`VeriR1Config` fields (``mode="offline"`` for the offline
+    setting); online search uses ``deps.retriever``, offline context ``deps.context``."""
+    deps = deps or EnvDeps()
+    return VeriR1Env(deps.retriever, VeriR1Config(**params), context=deps.context)  # type: ignore[arg-type]
+
+
+def row_params(extra_info: Mapping[str, Any]) -> dict[str, Any]:
+    """The setting of a verl row: ``extra_info.mode`` (factrl's older exports), else the
+    Veri-R1 authors' split names (``test_off`` / ``train_online``)."""
+    mode = extra_info.get("mode")
+    if mode is None:
+        mode = "offline" if "off" in str(extra_info.get("split") or "").lower() else "online"
+    return {"mode": mode}
+
+
+make_veri_r1.row_params = row_params  # type: ignore[attr-defined]
 
 
 @ENVS.register("veri_r1_offline")
-def make_veri_r1_offline(
-    retriever: Retriever | None = None, context: ContextProvider | None = None, **kw: object
-) -> VeriR1Env:
-    return VeriR1Env(retriever, VeriR1Config(mode="offline", **kw), context=context)  # type: ignore[arg-type]
+def make_veri_r1_offline(deps: EnvDeps | None = None, **params: object) -> VeriR1Env:
+    """``veri_r1`` with ``mode="offline"`` (a name for configs and verl's agent-loop files)."""
+    return make_veri_r1(deps, **{"mode": "offline", **params})

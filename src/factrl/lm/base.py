@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from factrl.registry import Registry
 from factrl.types import Message
 
-__all__ = ["Generation", "LM", "LM_BACKENDS", "GenerationConfig"]
+__all__ = ["Generation", "LM", "LM_BACKENDS", "GenerationConfig", "row_configs"]
 
 
 @dataclass
@@ -32,11 +32,34 @@ class Generation:
 
 @dataclass
 class GenerationConfig:
+    """Sampling settings for one generate call, or for one row of it.
+
+    ``generate`` takes one config for every row, or a list with one config per row: then
+    each row has its own ``max_new_tokens``, ``stop`` and ``seed`` (so a row's output does
+    not depend on the other rows of its batch), while ``temperature`` and ``top_p`` must
+    agree across the rows. ``meta`` is per-row information a backend may use (e.g. the
+    claim a scripted teacher answers, or a request id for a server's prefix cache).
+    """
+
     max_new_tokens: int = 512
     temperature: float = 0.8
     top_p: float = 1.0
     stop: Sequence[str] = field(default_factory=tuple)
     seed: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def row_configs(n: int, config: GenerationConfig | Sequence[GenerationConfig]) -> list[GenerationConfig]:
+    """One config per row: ``config`` repeated, or the given list checked for length and
+    for one shared temperature/top_p (backends sample a batch with one distribution)."""
+    if isinstance(config, GenerationConfig):
+        return [config] * n
+    rows = list(config)
+    if len(rows) != n:
+        raise ValueError(f"{n} prompts but {len(rows)} generation configs")
+    if rows and any((c.temperature, c.top_p) != (rows[0].temperature, rows[0].top_p) for c in rows):
+        raise ValueError("rows of one generate call must share temperature and top_p")
+    return rows
 
 
 @runtime_checkable
@@ -60,9 +83,11 @@ class LM(Protocol):
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
-    def generate(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[Generation]:
-        """Continue every prompt (token ids); batched; stops at any of ``config.stop``,
-        EOS, or ``max_new_tokens``."""
+    def generate(
+        self, prompts: Sequence[Sequence[int]], config: GenerationConfig | Sequence[GenerationConfig]
+    ) -> list[Generation]:
+        """Continue every prompt (token ids); batched; each row stops at any of its
+        ``stop`` strings, EOS, or its ``max_new_tokens`` (see :class:`GenerationConfig`)."""
         ...
 
     def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[float]:

@@ -10,8 +10,10 @@ drops special tokens by default, so a sampled EOS (``<|im_end|>`` for SmolLM2) s
 for the chat models we use, so they appear in ``text`` unchanged.
 
 Sampling: each prompt (its index in the request) gets its own ``torch.Generator`` seeded
-from ``(config.seed, index)``, so a row's sample does not depend on which other rows
-share its batch, on ``max_batch_size`` or on when other rows finish. ``temperature ==
+from ``(config.seed, index)`` — or, with one config per row, from that row's own seed —
+so a row's sample does not depend on which other rows share its batch, on
+``max_batch_size`` or on when other rows finish. Each row stops at its own
+``max_new_tokens`` and stop strings. ``temperature ==
 0`` is greedy decoding; its logprobs are recorded at temperature 1 (and
 :meth:`HFLM.token_logprobs` treats temperature 0 as 1 likewise).
 
@@ -33,7 +35,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig
+from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
 from factrl.lm.kv_cache import drop_shared_padding, new_cache
 from factrl.lm.loader import LMLoadError
 from factrl.types import Message
@@ -167,51 +169,69 @@ class HFLM:
 
     # -- generation ----------------------------------------------------------------------
 
-    def generate(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], config: GenerationConfig | Sequence[GenerationConfig]
+    ) -> list[Generation]:
         rows = self._check_prompts(prompts, "prompt")
-        if config.max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {config.max_new_tokens}")
-        if config.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {config.temperature}")
-        if not 0 < config.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {config.top_p}")
+        cfgs = row_configs(len(rows), config)
+        for c in cfgs[:1] if isinstance(config, GenerationConfig) else cfgs:
+            if c.max_new_tokens < 0:
+                raise ValueError(f"max_new_tokens must be >= 0, got {c.max_new_tokens}")
+            if c.temperature < 0:
+                raise ValueError(f"temperature must be >= 0, got {c.temperature}")
+            if not 0 < c.top_p <= 1:
+                raise ValueError(f"top_p must be in (0, 1], got {c.top_p}")
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        for i, p in enumerate(rows):
-            if limit and len(p) + config.max_new_tokens > limit:
-                raise ValueError(f"prompt {i}: {len(p)} tokens + max_new_tokens {config.max_new_tokens} "
+        for i, (p, c) in enumerate(zip(rows, cfgs)):
+            if limit and len(p) + c.max_new_tokens > limit:
+                raise ValueError(f"prompt {i}: {len(p)} tokens + max_new_tokens {c.max_new_tokens} "
                                  f"exceeds the model's context of {limit}")
-        if config.max_new_tokens == 0:
-            return [Generation([], [], "", "length") for _ in rows]
-        if config.seed is not None:
-            base_seed = int(config.seed)
-        else:  # follow torch's global RNG, so torch.manual_seed makes runs repeatable
-            base_seed = int(torch.randint(0, 2**62, ()).item())
-        stop = StopChecker(self.tokenizer, config.stop)
+        seeds = self._row_seeds(config, cfgs)
+        stops: dict[tuple[str, ...], StopChecker] = {}
         results: list[Generation | None] = [None] * len(rows)
         # Rows of similar length share a chunk: less padding, and per-row seeds keep the
         # samples independent of the grouping.
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        order = sorted((i for i in range(len(rows)) if cfgs[i].max_new_tokens > 0), key=lambda i: len(rows[i]))
+        for i in range(len(rows)):
+            if cfgs[i].max_new_tokens == 0:
+                results[i] = Generation([], [], "", "length")
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode():
                 for chunk in _chunks(order, self.max_batch_size):
-                    gens = [torch.Generator().manual_seed(_row_seed(base_seed, i)) for i in chunk]
-                    outs = self._generate_chunk([rows[i] for i in chunk], gens, config, stop)
+                    gens = [torch.Generator().manual_seed(seeds[i]) for i in chunk]
+                    checkers = [stops.setdefault(tuple(cfgs[i].stop), StopChecker(self.tokenizer, cfgs[i].stop))
+                                for i in chunk]
+                    outs = self._generate_chunk([rows[i] for i in chunk], gens, [cfgs[i] for i in chunk], checkers)
                     for i, g in zip(chunk, outs):
                         results[i] = g
         finally:
             self.model.train(was_training)
         return [r for r in results if r is not None]
 
+    @staticmethod
+    def _row_seeds(config: GenerationConfig | Sequence[GenerationConfig], cfgs: list[GenerationConfig]) -> list[int]:
+        """One generator seed per row: from the shared seed and the row's index, or from
+        the row's own seed (a per-row config), so a seeded row samples the same whatever
+        batch it is in; unseeded rows follow torch's global RNG (torch.manual_seed)."""
+        if isinstance(config, GenerationConfig) and config.seed is not None:
+            return [_row_seed(int(config.seed), i) for i in range(len(cfgs))]
+        base = int(torch.randint(0, 2**62, ()).item())
+        return [_row_seed(base, i) if c.seed is None or isinstance(config, GenerationConfig) else _row_seed(int(c.seed), 0)
+                for i, c in enumerate(cfgs)]
+
     def _generate_chunk(
-        self, prompts: list[list[int]], gens: list[torch.Generator], config: GenerationConfig, stop: StopChecker
+        self, prompts: list[list[int]], gens: list[torch.Generator], cfgs: list[GenerationConfig],
+        stops: list[StopChecker],
     ) -> list[Generation]:
+        caps = [c.max_new_tokens for c in cfgs]
+        sampling = cfgs[0]  # temperature and top_p are shared by every row (row_configs checks)
         # Identical prompts (a GRPO group) are prefilled once and their cache rows copied.
         slot: dict[tuple[int, ...], int] = {}
         row_slot = [slot.setdefault(tuple(p), len(slot)) for p in prompts]
         ids, attn = self._left_pad([list(p) for p in slot])
-        cache = new_cache(self.model.config, reserve=min(config.max_new_tokens, 256))
+        cache = new_cache(self.model.config, reserve=min(max(caps), 256))
         logits = self._forward(ids, attn, cache, (attn.cumsum(-1) - 1).clamp(min=0))
         if len(slot) < len(prompts):
             index = torch.tensor(row_slot, device=attn.device)
@@ -222,8 +242,8 @@ class HFLM:
         out_ids: list[list[int]] = [[] for _ in prompts]
         out_lp: list[list[float]] = [[] for _ in prompts]
         finish: list[Any] = [("length", None)] * len(prompts)
-        for step in range(config.max_new_tokens):
-            tok, lp = _sample(logits, config, [gens[r] for r in live])
+        for step in range(max(caps)):
+            tok, lp = _sample(logits, sampling, [gens[r] for r in live])
             keep = []
             for b, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
                 r = live[b]
@@ -231,11 +251,11 @@ class HFLM:
                 out_lp[r].append(p)
                 if t in self.eos_token_ids:
                     finish[r] = ("eos", None)
-                elif (hit := stop(out_ids[r])) is not None:
+                elif (hit := stops[r](out_ids[r])) is not None:
                     finish[r] = ("stop", hit)
-                else:
+                elif len(out_ids[r]) < caps[r]:  # each row stops at its own budget
                     keep.append(b)
-            if not keep or step == config.max_new_tokens - 1:
+            if not keep:
                 break
             if len(keep) < len(live):
                 # Finished rows leave the batch and the KV cache: long tails get cheaper.

@@ -2,14 +2,17 @@
 
 Tokens are Unicode code points (id = ``ord(ch)``), so token truth is checkable by eye.
 ``respond(context_text) -> str`` decides the next turn from everything so far; stop
-strings and ``max_new_tokens`` apply as for a real model.
+strings and ``max_new_tokens`` apply as for a real model, per row when ``generate`` gets
+one config per row. A subclass that needs to know which episode a row belongs to
+overrides :meth:`ScriptedLM.respond_row`, which also receives the row's ``config.meta``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig
+from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
 from factrl.types import Message
 
 __all__ = ["ScriptedLM"]
@@ -36,11 +39,17 @@ class ScriptedLM:
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(chr(i) for i in ids if i != EOS)
 
-    def generate(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[Generation]:
+    def respond_row(self, context: str, meta: dict[str, Any]) -> str:
+        """The text for one row; ``meta`` is the row's ``GenerationConfig.meta``."""
+        return self.respond(context)
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], config: GenerationConfig | Sequence[GenerationConfig]
+    ) -> list[Generation]:
         self.calls += 1
         out = []
-        for ids in prompts:
-            text = self.respond(self.decode(ids))
+        for ids, config in zip(prompts, row_configs(len(prompts), config)):
+            text = self.respond_row(self.decode(ids), config.meta)
             finish, stop_hit = "eos", None
             cut = len(text)
             for stop in config.stop:

@@ -1,10 +1,20 @@
-"""Rewards: pure functions of finished episodes, registered by name in :data:`REWARDS`.
+"""Rewards: a scoring stage after the rollout, registered by name in :data:`REWARDS`.
 
-``REWARDS.get("veri_r1")(trajectory)`` scores a trajectory; the paper-level functions
-(e.g. :func:`veri_r1_reward`) take the plain records they need.
+``build_reward("veri_r1").score(trajectories)`` scores a batch;
+``score_trajectories(reward, trajs)`` stores the breakdowns on the trajectories; every
+registered reward is also callable on one trajectory. The paper-level functions (e.g.
+:func:`veri_r1_reward`) take the plain records they need.
 """
 
-from factrl.rewards.base import REWARDS, TrajectoryReward
+from factrl.rewards.base import (
+    REWARDS,
+    Reward,
+    RewardDeps,
+    RewardSpec,
+    TrajectoryReward,
+    build_reward,
+    score_trajectories,
+)
 from factrl.rewards.veri_r1 import (
     VeriR1Reward,
     VeriR1RewardConfig,
@@ -15,7 +25,12 @@ from factrl.rewards.veri_r1 import (
 
 __all__ = [
     "REWARDS",
+    "Reward",
+    "RewardDeps",
+    "RewardSpec",
     "TrajectoryReward",
+    "build_reward",
+    "score_trajectories",
     "VeriR1Reward",
     "VeriR1RewardConfig",
     "validity_weight",

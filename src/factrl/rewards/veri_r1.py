@@ -22,12 +22,13 @@ scores an empty gold set 0 (``empty_iou=0.0``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from factrl.labels import Label, normalise_label
 from factrl.metrics.evidence import evidence_set
-from factrl.rewards.base import REWARDS
+from factrl.rewards.base import REWARDS, RewardDeps
 from factrl.types import RewardBreakdown, Trajectory, Verdict
 
 __all__ = [
@@ -124,24 +125,48 @@ def veri_r1_trajectory_reward(
     """:func:`veri_r1_reward` on a trajectory: gold from ``traj.claim``.
 
     An episode that ended in an error (``traj.error`` set) is scored as an empty,
-    badly formatted verdict, matching how the metrics count it as wrong.
+    badly formatted verdict, matching how the metrics count it as wrong. Besides the
+    reward's own components, the breakdown carries the per-rollout judgements the
+    paper plots during training (§4.2): ``label_correct``, ``evidence_cover`` (every
+    gold id cited) and ``verified`` (§3.2 verification), each 0 or 1; they do not
+    enter the total.
     """
+    from factrl.metrics.veri_r1 import score_item
+
     if traj.claim.label is None:
         raise ValueError(f"claim {traj.claim_id!r} has no gold label; cannot compute a reward")
     verdict = Verdict() if traj.error else traj.verdict
-    return veri_r1_reward(verdict, traj.claim.label, traj.claim.evidence_ids, config=config)
+    rb = veri_r1_reward(verdict, traj.claim.label, traj.claim.evidence_ids, config=config)
+    item = score_item(traj.claim.label, traj.claim.evidence_ids, verdict, error=traj.error is not None)
+    cover = traj.error is None and evidence_set(traj.claim.evidence_ids) <= evidence_set(verdict.evidence_ids)
+    rb.components.update(
+        label_correct=float(item.label_correct), evidence_cover=float(cover), verified=float(item.verified)
+    )
+    return rb
 
 
 @dataclass(frozen=True)
 class VeriR1Reward:
-    """A :class:`~factrl.rewards.base.TrajectoryReward` bound to one config."""
+    """The Veri-R1 reward as a scoring stage, bound to one config. Unlabelled claims
+    (e.g. a claim typed into ``factrl verify``) get an empty breakdown."""
 
     config: VeriR1RewardConfig = DEFAULT_CONFIG
+    name: str = "veri_r1"
+    components: ClassVar[tuple[str, ...]] = ("label", "evidence", "format", "validity", "hit_rate")
+    diagnostics: ClassVar[tuple[str, ...]] = ("label_correct", "evidence_cover", "verified")
 
     def __call__(self, traj: Trajectory) -> RewardBreakdown:
         return veri_r1_trajectory_reward(traj, config=self.config)
 
+    def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
+        return [self(t) if t.claim.label is not None else RewardBreakdown() for t in trajectories]
+
+    def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> VeriR1Reward:
+        """Override :class:`VeriR1RewardConfig` fields (``{"use_validity": False}``)."""
+        del deps  # a rule-based reward calls nothing
+        return replace(self, config=replace(self.config, **dict(params)))
+
 
 REWARDS.register("veri_r1")(VeriR1Reward())
-REWARDS.register("veri_r1_no_validity")(VeriR1Reward(VeriR1RewardConfig(use_validity=False)))
-REWARDS.register("veri_r1_no_evidence")(VeriR1Reward(VeriR1RewardConfig(evidence_weight=0.0)))
+REWARDS.register("veri_r1_no_validity")(VeriR1Reward(VeriR1RewardConfig(use_validity=False), name="veri_r1_no_validity"))
+REWARDS.register("veri_r1_no_evidence")(VeriR1Reward(VeriR1RewardConfig(evidence_weight=0.0), name="veri_r1_no_evidence"))

@@ -19,6 +19,7 @@ __all__ = [
     "ModelSettings",
     "DataSettings",
     "EnvSettings",
+    "RewardSettings",
     "RolloutSettings",
     "GRPOSettings",
     "GRPORunConfig",
@@ -60,13 +61,17 @@ class DataSettings:
 
 @dataclass
 class EnvSettings:
-    name: str = "veri_r1"  # an ENVS registry name
-    mode: str = "online"  # online | offline
-    index: str | None = None  # index directory (online search; offline context)
-    max_searches: int = 3
-    top_k: int = 3
-    reward: dict[str, Any] = field(default_factory=dict)  # VeriR1RewardConfig overrides
+    name: str = "veri_r1"  # the agent: an ENVS registry name
+    # The environment's parameters (Veri-R1: mode = "online" | "offline", max_searches, top_k, ...)
+    params: dict[str, Any] = field(default_factory=dict)
+    index: str | None = None  # index directory: what the agent searches, and offline context sentences
     context_sentences: int = 16  # offline: context sentences besides the gold evidence
+
+
+@dataclass
+class RewardSettings:
+    name: str | None = None  # a REWARDS name; None: the environment's default reward
+    params: dict[str, Any] = field(default_factory=dict)  # e.g. VeriR1RewardConfig fields
 
 
 @dataclass
@@ -114,6 +119,7 @@ class GRPORunConfig:
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     env: EnvSettings = field(default_factory=EnvSettings)
+    reward: RewardSettings = field(default_factory=RewardSettings)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     output_dir: str = "runs/grpo"
@@ -146,16 +152,9 @@ def list_presets() -> list[str]:
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``["grpo.max_steps=10", "model.id=smollm2"]`` → ``{"grpo.max_steps": 10, ...}``;
     each value is read as JSON when it parses (numbers, booleans, lists), else kept as text."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"expected key=value, got {item!r}")
-        key, raw = item.split("=", 1)
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
+    from factrl.envs.spec import parse_params
+
+    return parse_params(items)
 
 
 def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None) -> GRPORunConfig:

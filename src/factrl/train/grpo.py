@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from factrl.envs.base import ENVS, Env
 from factrl.rollout import RolloutConfig
 from factrl.train.config import GRPORunConfig, trl_batch_args
 from factrl.types import Claim
 
-__all__ = ["prepare_claims", "make_env_factory", "resolve_model_path", "train_grpo", "latest_checkpoint"]
+__all__ = ["prepare_claims", "resolve_model_path", "train_grpo", "latest_checkpoint"]
 
 
 def _say(msg: str) -> None:
@@ -53,29 +50,6 @@ def prepare_claims(cfg: GRPORunConfig, out_dir: Path) -> tuple[list[Claim], list
     return train, held_out
 
 
-def make_env_factory(cfg: GRPORunConfig) -> Callable[[], Env]:
-    """An environment factory from the run config (an index is loaded once and shared)."""
-    e = cfg.env
-    index = None
-    if e.index:
-        from factrl.retrieval.index import load_index
-
-        index = load_index(e.index)
-    if e.mode == "online" and index is None:
-        raise ValueError("the online setting needs env.index (build one with `factrl index build`)")
-    kwargs: dict[str, Any] = {}
-    if e.mode == "online":
-        kwargs = {"max_searches": e.max_searches, "top_k": e.top_k}
-    elif index is not None:
-        from factrl.envs.context import document_context
-
-        kwargs = {"context": document_context(index.passages, max_sentences=e.context_sentences)}
-    if e.reward:
-        kwargs["reward"] = dict(e.reward)
-    factory = ENVS.get(e.name)
-    return lambda: factory(retriever=index, **kwargs)
-
-
 def resolve_model_path(model_id: str) -> str:
     """TRL re-loads the reference model from the policy's ``_name_or_path``, so the
     policy must come from a path or hub id, never an in-memory object."""
@@ -104,6 +78,7 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
 
     from factrl.train.callbacks import JsonlMetricsCallback, TimeBudgetCallback, plot_curves
     from factrl.train.rollout_adapter import EnvRollout, reward_functions
+    from factrl.train.setup import run_env_factory, run_reward
 
     out = Path(cfg.output_dir)
     ckpt = latest_checkpoint(out) if resume else None
@@ -113,9 +88,11 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout
+    make_env = run_env_factory(cfg)
+    reward = run_reward(cfg, make_env)
     rollout = EnvRollout(
         by_key,
-        make_env_factory(cfg),
+        make_env,
         RolloutConfig(
             temperature=r.temperature,
             max_new_tokens=r.max_new_tokens,
@@ -123,8 +100,9 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
             batch_size=r.batch_size,
             seed=g.seed,
         ),
+        reward,
     )
-    funcs, weights = reward_functions()
+    funcs, weights = reward_functions(reward)
     args = GRPOConfig(
         output_dir=str(out),
         learning_rate=g.learning_rate,

@@ -16,14 +16,17 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
-    from factrl.train.grpo import make_env_factory, prepare_claims
+    from factrl.train.grpo import prepare_claims
+    from factrl.train.setup import run_env_factory, run_reward
 
     _, held_out = prepare_claims(cfg, Path(cfg.output_dir))
     lm = load_lm(model)
-    info = {"model": model, "mode": cfg.env.mode, "held_out": len(held_out), "dataset": cfg.data.dataset}
+    info = {"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params},
+            "held_out": len(held_out), "dataset": cfg.data.dataset}
+    make_env = run_env_factory(cfg)
     return evaluate(
         held_out,
-        make_env_factory(cfg),
+        make_env,
         lm,
         out_dir,
         rollout=RolloutConfig(
@@ -33,6 +36,7 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
             batch_size=batch_size,
         ),
         run_info=info,
+        reward=run_reward(cfg, make_env),
     )
 
 

@@ -3,8 +3,10 @@
 ``trajectories_to_trl`` is a pure function (tested without TRL): it hands the trainer
 the token ids exactly as generated, a per-token ``env_mask`` (1 = sampled by the model,
 0 = inserted by the environment) that TRL multiplies into the loss mask — so retrieved
-text contributes neither policy loss nor KL — and the reward components as extra
-columns that reach the reward functions by keyword.
+text contributes neither policy loss nor KL — and the reward as extra columns that reach
+the reward functions by keyword: ``reward_total`` (optimised), one ``reward_<name>`` per
+component the reward declares and one column per declared diagnostic (logged beside it). Only the episode's opening context
+(the policy's) is trained; further contexts (sub-agents' segments) are not.
 """
 
 from __future__ import annotations
@@ -13,37 +15,45 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from factrl.envs.base import Env
-from factrl.rollout import RolloutConfig, run_episodes
+from factrl.rewards.base import Reward
+from factrl.rollout import Job, RolloutConfig, run_jobs
 from factrl.types import Claim, Trajectory
 
-__all__ = ["REWARD_COLUMNS", "trajectories_to_trl", "EnvRollout", "reward_functions"]
+__all__ = ["reward_columns", "trajectories_to_trl", "EnvRollout", "reward_functions"]
 
-# Extra columns handed to TRL: the optimised total and components logged beside it.
-REWARD_COLUMNS = ("reward_total", "reward_label", "reward_evidence", "reward_format", "label_correct")
+TOTAL = "reward_total"
 
 
-def _columns(traj: Trajectory) -> dict[str, float]:
+def _sources(reward: Reward) -> dict[str, str]:
+    """Column name → breakdown key: ``reward_<component>``, then the diagnostics."""
+    out = {f"reward_{c}": c for c in reward.components}
+    out.update({d: d for d in getattr(reward, "diagnostics", ())})
+    return out
+
+
+def reward_columns(reward: Reward) -> tuple[str, ...]:
+    """TRL's extra columns for ``reward``: the total first, then its declared components
+    and diagnostics."""
+    return (TOTAL, *_sources(reward))
+
+
+def _columns(traj: Trajectory, reward: Reward) -> dict[str, float]:
     c = traj.reward.components
-    label_part = c.get("label", 0.0) * c.get("validity", 0.0)
-    correct = float(traj.verdict.label is not None and traj.verdict.label == traj.claim.label)
-    return {
-        "reward_total": float(traj.reward.total),
-        "reward_label": float(label_part),
-        "reward_evidence": float(c.get("evidence", 0.0)),
-        "reward_format": float(c.get("format", 0.0)),
-        "label_correct": correct,
-    }
+    out = {TOTAL: float(traj.reward.total)}
+    out.update({col: float(c.get(key, 0.0)) for col, key in _sources(reward).items()})
+    return out
 
 
-def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int) -> dict[str, Any]:
+def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int, reward: Reward) -> dict[str, Any]:
     """TRL's rollout dict from finished trajectories.
 
     An episode that ended properly (an answer was given) gets an EOS appended with
     mask 0, so TRL does not count it as truncated while no loss falls on a token the
     model did not sample. A failed reset yields a one-token dummy with mask 0 and reward 0.
     """
+    columns = reward_columns(reward)
     out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
-    for col in REWARD_COLUMNS:
+    for col in columns:
         out[col] = []
     for t in trajs:
         prompt = list(t.prompt_ids) or [eos_token_id]
@@ -59,8 +69,8 @@ def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int) -> dict[
         out["completion_ids"].append(ids)
         out["logprobs"].append(lps)
         out["env_mask"].append(mask)
-        cols = _columns(t) if t.prompt_ids else dict.fromkeys(REWARD_COLUMNS, 0.0)
-        for col in REWARD_COLUMNS:
+        cols = _columns(t, reward) if t.prompt_ids else dict.fromkeys(columns, 0.0)
+        for col in columns:
             out[col].append(cols[col])
     return out
 
@@ -73,12 +83,18 @@ def _column_reward(column: str) -> Callable[..., list[float]]:
     return reward
 
 
-def reward_functions() -> tuple[list[Callable[..., list[float]]], list[float]]:
+def reward_functions(reward: Reward) -> tuple[list[Callable[..., list[float]]], list[float]]:
     """Reward functions and weights for TRL: the total is optimised (weight 1); the
     components are logged beside it (weight 0)."""
-    funcs = [_column_reward(c) for c in REWARD_COLUMNS]
-    weights = [1.0] + [0.0] * (len(REWARD_COLUMNS) - 1)
+    columns = reward_columns(reward)
+    funcs = [_column_reward(c) for c in columns]
+    weights = [1.0] + [0.0] * (len(columns) - 1)
     return funcs, weights
+
+
+def _count(seen: dict[str, int], key: str) -> int:
+    seen[key] = seen.get(key, -1) + 1
+    return seen[key]
 
 
 class EnvRollout:
@@ -94,11 +110,13 @@ class EnvRollout:
         claims: dict[str, Claim],
         make_env: Callable[[], Env],
         rollout: RolloutConfig,
+        reward: Reward,
         *,
         on_trajectories: Callable[[list[Trajectory]], None] | None = None,
     ) -> None:
         self.claims = claims
         self.make_env = make_env
+        self.reward = reward
         self.rollout = rollout
         self.on_trajectories = on_trajectories
         self.calls = 0
@@ -122,10 +140,14 @@ class EnvRollout:
             model.eval()
             try:
                 lm = HFLM(model, trainer.processing_class)
-                trajs = run_episodes(self.make_env, claims, lm, cfg)
+                # TRL repeats each prompt num_generations times: number the repeats, so
+                # each group member samples with its own seed.
+                seen: dict[str, int] = {}
+                jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in claims]
+                trajs = run_jobs(jobs, lm, cfg, reward=self.reward)
             finally:
                 model.train(was_training)
         self.calls += 1
         if self.on_trajectories is not None:
             self.on_trajectories(trajs)
-        return trajectories_to_trl(trajs, trainer.processing_class.eos_token_id)
+        return trajectories_to_trl(trajs, trainer.processing_class.eos_token_id, self.reward)

@@ -6,12 +6,17 @@ for it offline. It runs through the real environment and rollout runner like any
 (text in, text out, character-level token ids), so its trajectories are ordinary
 factrl records: ``train_sft`` re-encodes their text with the student's tokenizer. Its
 reasoning is a template: it teaches the protocol, not judgement.
+
+It knows which claim a row belongs to from the row's generation metadata (the episode
+machine passes the claim id), never by parsing the prompt; it reads the context only
+for what the environment has shown so far (``[[id]]`` lines, searches made).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from factrl.labels import Label
 from factrl.lm.scripted import ScriptedLM
@@ -19,27 +24,26 @@ from factrl.types import Claim
 
 __all__ = ["TemplateTeacher"]
 
-_CLAIM = re.compile(r"Verify the claim:\n(.*?)\n", re.DOTALL)
 _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 
 
 class TemplateTeacher(ScriptedLM):
-    """``TemplateTeacher(claims)``: answers each claim (found by its text in the prompt)
-    with its gold label, citing the gold evidence ids it has seen in the context."""
+    """``TemplateTeacher(claims)``: answers each claim (by the claim id of the row) with
+    its gold label, citing the gold evidence ids it has seen in the context."""
 
     name = "template-teacher"
 
     def __init__(self, claims: Sequence[Claim]) -> None:
-        super().__init__(self._respond)
-        self.by_text = {c.text.strip(): c for c in claims}
+        super().__init__(lambda context: self.respond_row(context, {}))
+        self.by_id = {c.id: c for c in claims}
 
-    def _respond(self, context: str) -> str:
-        m = _CLAIM.findall(context)
-        claim = self.by_text.get(m[-1].strip()) if m else None
+    def respond_row(self, context: str, meta: dict[str, Any]) -> str:
+        claim = self.by_id.get(str(meta.get("claim_id")))
         if claim is None or claim.label is None:
             return "<answer>\nLabel: NOT ENOUGH INFO\nEvidence: \n</answer>"
         online = "<search>…</search>" in context
-        after_prompt = context.split("Verify the claim:", 1)[1]
+        # What the environment showed after the prompt's own protocol description.
+        after_prompt = context.split(claim.text.strip(), 1)[-1]
         shown = set(_SHOWN.findall(after_prompt))
         gold = [e for e in claim.evidence if e.id in shown]
         searches = after_prompt.count("<search>")

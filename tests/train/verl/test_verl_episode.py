@@ -37,7 +37,8 @@ def drive(lm, env, claim=CLAIM, budget=TokenBudget(), logprobs=True):
     async def tokenize(messages):
         return lm.chat_prompt_ids(messages)
 
-    async def generate(context, max_new_tokens):
+    async def generate(request):
+        context, max_new_tokens = request.context, request.max_new_tokens
         calls.append((list(context), max_new_tokens))
         (gen,) = lm.generate([context], GenerationConfig(max_new_tokens=max_new_tokens, stop=env.stop))
         lps = [-0.25] * len(gen.token_ids) if logprobs else None

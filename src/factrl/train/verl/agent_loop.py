@@ -21,7 +21,7 @@ function.
 
 from __future__ import annotations
 
-import inspect
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -29,7 +29,8 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
-from factrl.envs.base import ENVS, Env
+from factrl.envs import ENVS, Env, EnvDeps, EnvSpec, build
+from factrl.episode import GenerateRequest
 from factrl.train.verl.episode import Sampled, TokenBudget, agent_loop_fields, run_token_episode, shared_retriever
 from factrl.train.verl.export import claim_from_row, context_from_row
 from factrl.train.verl.reward import MODEL_TEXT_KEY, score_fields
@@ -68,8 +69,9 @@ class FactrlEnvAgentLoop(AgentLoopBase):
 
     Keyword arguments (from the agent-loop YAML): ``env`` (an ``ENVS`` name),
     ``retriever_url`` or ``index`` (where searches go; not needed offline), ``env_kwargs``
-    (passed to the environment factory, e.g. ``max_searches``; must match the export),
-    ``max_turn_tokens`` (per model turn, Veri-R1: 512), ``score_in_loop``.
+    (the environment's parameters, e.g. ``max_searches``; must match the export),
+    ``max_turn_tokens`` (per model turn, Veri-R1: 512), ``score_in_loop``, ``reward`` and
+    ``reward_params`` (default: the environment's own reward).
     """
 
     def __init__(
@@ -81,10 +83,15 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         env_kwargs: Mapping[str, Any] | None = None,
         max_turn_tokens: int = 512,
         score_in_loop: bool = False,
+        reward: str | None = None,
+        reward_params: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         ENVS.get(env)  # fail at start-up on an unknown name, not in every rollout
+        from factrl.rewards import RewardSpec, build_reward
+
+        self.reward = None if reward is None else build_reward(RewardSpec(name=reward, params=_plain(reward_params or {})))
         self.env_name = env
         self.env_kwargs = _plain(env_kwargs or {})
         self.retriever_url = retriever_url
@@ -106,19 +113,19 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         retriever = None
         if self.retriever_url or self.index:
             retriever = shared_retriever(url=self.retriever_url or None, index=None if self.retriever_url else self.index)
-        factory = ENVS.get(self.env_name)
-        kwargs = dict(self.env_kwargs)
         context = context_from_row(sample, where=where)
-        if context is not None and "context" in inspect.signature(factory).parameters:
-            kwargs["context"] = lambda _claim: context  # offline: the sentences the export showed
-        env = factory(retriever, **kwargs)
+        deps = EnvDeps(retriever=retriever, context=None if context is None else (lambda _claim: context))
+        env = build(EnvSpec(name=self.env_name, params=self.env_kwargs), deps)
         extra = sample.get("extra_info") or {}
-        row_mode, env_mode = extra.get("mode"), getattr(getattr(env, "config", None), "mode", None)
-        if row_mode and env_mode and row_mode != env_mode:
-            raise ValueError(
-                f"{where}: the row was exported for {row_mode} Veri-R1 but this agent loop runs {env.name!r}; "
-                "use a loop with env: veri_r1_offline for offline rows (or verl's single_turn_agent, which needs no environment)"
-            )
+        if extra.get("env"):  # factrl's export recorded the environment the prompt came from
+            row_spec = EnvSpec(name=extra["env"], params=json.loads(extra.get("env_params") or "{}"))
+            row_env = build(row_spec, EnvDeps.offline_only())
+            if row_env.name != env.name:
+                raise ValueError(
+                    f"{where}: the row was exported for {extra.get('mode') or row_spec.name} ({row_env.name!r}) but "
+                    f"this agent loop runs {env.name!r}; use a loop with env: {row_env.name} (or verl's "
+                    "single_turn_agent, which needs no environment)"
+                )
         return env
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -144,10 +151,11 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         preempted = 0
         server_extra: dict[str, Any] = {}
 
-        async def generate(context: list[int], max_new_tokens: int) -> Sampled:
+        async def generate(request: GenerateRequest) -> Sampled:
             nonlocal preempted
-            params = {**sampling_params, **stop_params(self.backend, env.stop), "max_tokens": max_new_tokens}
-            out = await self.server_manager.generate(request_id=request_id, prompt_ids=context, sampling_params=params)
+            params = {**sampling_params, **stop_params(self.backend, request.stop), "max_tokens": request.max_new_tokens}
+            out = await self.server_manager.generate(request_id=request_id, prompt_ids=request.context,
+                                                     sampling_params=params)
             preempted += int(out.num_preempted or 0)
             # As verl's tool loop: the first call's server fields (policy version for
             # off-policy bookkeeping), then only the newest max_global_steps.
@@ -169,6 +177,7 @@ class FactrlEnvAgentLoop(AgentLoopBase):
             encode=lambda text: list(self.tokenizer.encode(text, add_special_tokens=False)),
             decode=lambda ids: self.tokenizer.decode(list(ids), skip_special_tokens=True),
             budget=self.budget,
+            reward=self.reward,
         )
         fields = agent_loop_fields(traj, self.budget.max_response_tokens)
         if not fields["prompt_ids"]:
@@ -197,5 +206,8 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         )
         if self.score_in_loop:
             output.reward_score = float(traj.reward.total)
-            output.extra_fields["reward_extra_info"] = score_fields(traj.reward)
+            from factrl.rewards import build_reward
+
+            scorer = self.reward or build_reward(env.default_reward)
+            output.extra_fields["reward_extra_info"] = score_fields(traj.reward, scorer.components)
         return output

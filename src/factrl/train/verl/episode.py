@@ -1,11 +1,12 @@
-"""One factrl episode driven token by token through an async generate call — the part
-of verl's agent loop that needs no verl, so it is tested on any machine.
+"""One factrl episode driven through an async generate call — the part of verl's agent
+loop that needs no verl, so it is tested on any machine.
 
-Token discipline is :mod:`factrl.rollout`'s: the prompt is tokenised once from the
-environment's chat messages; each model turn keeps the sampled ids exactly (mask 1, with
-their logprobs); each observation is encoded once without special tokens and appended
-with mask 0; model text is never re-tokenised. The result is a factrl
-:class:`~factrl.types.Trajectory`, the record every other part of factrl reads.
+It is the async driver of :class:`~factrl.episode.Episode`, the same state machine the
+batched runner drives: the prompt is tokenised once from the environment's chat
+messages; each model turn keeps the sampled ids exactly (mask 1, with their logprobs);
+each observation is encoded once without special tokens and appended with mask 0; model
+text is never re-tokenised. The result is a factrl :class:`~factrl.types.Trajectory`,
+scored by the reward stage when a reward is given.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
 from factrl.envs.base import Env
+from factrl.episode import Episode, EpisodeBudget, GenerateRequest, safe_step
 from factrl.retrieval.base import Retriever
-from factrl.rollout import collect_result, model_turn, observation_turn, safe_step
+from factrl.rewards.base import Reward, score_by_default
 from factrl.types import Claim, Message, Trajectory
 
 __all__ = [
@@ -49,8 +49,12 @@ class TokenBudget:
     max_turn_tokens: int = 512
     max_response_tokens: int = 4096
 
+    @property
+    def episode(self) -> EpisodeBudget:
+        return EpisodeBudget(max_turn_tokens=self.max_turn_tokens, max_total_tokens=self.max_response_tokens)
 
-GenerateFn = Callable[[list[int], int], Awaitable[Sampled]]  # (context ids, max new tokens)
+
+GenerateFn = Callable[[GenerateRequest], Awaitable[Sampled]]
 TokenizeFn = Callable[[list[Message]], Awaitable[list[int]]]
 
 
@@ -64,51 +68,45 @@ async def run_token_episode(
     decode: Callable[[Sequence[int]], str],
     budget: TokenBudget = TokenBudget(),
     env_in_thread: bool = True,
+    reward: Reward | None = None,
+    score: bool = True,
+    seed: int | None = None,
 ) -> Trajectory:
     """Run one episode of ``env`` on ``claim``.
 
-    ``env_in_thread`` runs ``env.step`` in a worker thread, so a blocking search (HTTP or
-    an in-process index) does not stall the event loop other episodes share. Failures of
-    the environment end the episode and are recorded in ``Trajectory.error``, as in
-    :func:`factrl.rollout.run_episodes`.
+    ``generate(request)`` samples one turn for a :class:`~factrl.episode.GenerateRequest`
+    (context ids, ``max_new_tokens``, stop strings, seed). ``env_in_thread`` runs ``env.step`` in a worker thread, so a
+    blocking search (HTTP or an in-process index) does not stall the event loop other
+    episodes share. Failures of the environment end the episode and are recorded in
+    ``Trajectory.error``, as in :func:`factrl.rollout.run_episodes`. The trajectory comes
+    back scored by ``reward`` (default: the environment's ``default_reward``) unless
+    ``score`` is False.
     """
-    started = time.perf_counter()
-    traj = Trajectory(claim_id=claim.id, env=getattr(env, "name", type(env).__name__), claim=claim, prompt=[])
-    try:
-        traj.prompt = env.reset(claim)
-        traj.prompt_ids = list(await tokenize_prompt(traj.prompt))
-    except Exception as exc:  # bad claim or env set-up: a recorded failure, not a crash
-        traj.error = f"reset failed: {type(exc).__name__}: {exc}"
-    gen_s = env_s = 0.0
-    used = model_turns = 0
-    while traj.error is None:
-        room = budget.max_response_tokens - used
-        if room <= 0:
-            break
-        context = traj.prompt_ids + [t for turn in traj.turns for t in turn.token_ids]
+    ep = Episode(env, claim, budget=budget.episode, seed=seed)
+    messages = ep.start()
+    if messages is not None:
+        try:
+            ep.open(list(await tokenize_prompt(messages)))
+        except Exception as exc:
+            ep.fail(f"tokenising failed: {type(exc).__name__}: {exc}")
+    while (req := ep.request()) is not None:
         t0 = time.perf_counter()
-        out = await generate(context, min(budget.max_turn_tokens, room))
-        elapsed = time.perf_counter() - t0
-        gen_s += elapsed
+        out = await generate(req)
         ids = list(out.token_ids)
-        text = decode(ids)
-        traj.turns.append(model_turn(ids, out.logprobs, text, out.finish_reason, elapsed))
-        used += len(ids)
-        model_turns += 1
+        text = ep.take(ids, out.logprobs, decode(ids), out.finish_reason, time.perf_counter() - t0)
         t1 = time.perf_counter()
-        step, traj.error = await asyncio.to_thread(safe_step, env, text) if env_in_thread else safe_step(env, text)
-        env_s += time.perf_counter() - t1
-        if step is None or step.done or not ids:
-            break
-        if step.observation:
-            traj.turns.append(observation_turn(step.observation, encode))
-            used += len(traj.turns[-1].token_ids)
-        if model_turns >= env.max_turns + 1:
-            break  # the env should have ended the episode; never loop past its turn budget
-    if traj.prompt:
-        collect_result(env, traj)
-    traj.timings.update(generate_s=gen_s, env_s=env_s, total_s=time.perf_counter() - started)
-    traj.meta["completion_tokens"] = sum(len(t.token_ids) for t in traj.turns if t.source == "model")
+        step, error = await asyncio.to_thread(safe_step, env, text) if env_in_thread else safe_step(env, text)
+        need = ep.after_step(step, error, time.perf_counter() - t1)
+        if need is not None:
+            try:
+                prompt_ids = None if need.messages is None else list(await tokenize_prompt(need.messages))
+                ep.give(prompt_ids=prompt_ids,
+                        observation_ids=None if need.observation is None else encode(need.observation))
+            except Exception as exc:
+                ep.fail(f"tokenising failed: {type(exc).__name__}: {exc}")
+    traj = ep.trajectory()
+    if score:
+        score_by_default([traj], [getattr(env, "default_reward", None)], reward)
     return traj
 
 

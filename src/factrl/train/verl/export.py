@@ -29,8 +29,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from factrl.envs.spec import EnvSpec
 from factrl.labels import UnknownLabelError, normalise_label
-from factrl.types import Claim, EvidenceRef, Hit
+from factrl.types import Claim, EvidenceRef
 
 __all__ = [
     "VERL_COLUMNS",
@@ -76,13 +77,6 @@ class VerlExport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-class _NoSearch:
-    """Stands in for the retriever when only prompts are built: reset never searches."""
-
-    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        raise RuntimeError("exporting prompts must not search")
-
-
 def _schema() -> Any:
     import pyarrow as pa
 
@@ -106,6 +100,8 @@ def _schema() -> Any:
                         ("mode", pa.string()),
                         ("claim", pa.string()),
                         ("context", pa.string()),
+                        ("env", pa.string()),
+                        ("env_params", pa.string()),
                     ]
                 ),
             ),
@@ -116,7 +112,8 @@ def _schema() -> Any:
 def verl_rows(
     claims: Iterable[Claim],
     *,
-    mode: Mode = "online",
+    env: EnvSpec | str = "veri_r1",
+    mode: Mode | None = None,
     split: str,
     data_source: str | None = None,
     context: ContextProvider | None = None,
@@ -127,24 +124,29 @@ def verl_rows(
 ) -> list[dict[str, Any]]:
     """The rows :func:`export_verl_parquet` writes, as plain dicts.
 
-    ``env_kwargs`` go to :class:`~factrl.envs.veri_r1.VeriR1Config` (e.g. ``max_searches``)
-    and must match the agent loop's, since they shape the prompt. ``ability`` is used for
-    claims whose ``meta`` has none (claims read from the authors' files carry theirs). A claim without a gold
-    label, or (offline) without evidence text, raises :class:`VerlDataError` unless
+    ``env`` names the environment whose prompts are written (built with
+    :func:`factrl.envs.build`); ``env_kwargs`` (and ``mode``, Veri-R1's shorthand) add to
+    its parameters, which must match the agent loop's since they shape the prompt; both
+    are recorded in ``extra_info`` (``env``, ``env_params``). ``context`` gives offline
+    prompts the sentences around the gold evidence and is stored per row. ``ability`` is
+    used for claims whose ``meta`` has none (claims read from the authors' files carry
+    theirs). A claim without a gold label, or one the environment cannot start on (e.g.
+    offline without evidence text), raises :class:`VerlDataError` unless
     ``skip_invalid`` is set; skipped claims are appended to ``skipped``.
     """
-    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.envs import EnvDeps, build
 
-    if mode not in ("online", "offline"):
-        raise ValueError(f"mode must be 'online' or 'offline', got {mode!r}")
-    env = VeriR1Env(_NoSearch(), VeriR1Config(mode=mode, **dict(env_kwargs or {})), context=context)
+    spec = EnvSpec(name=env) if isinstance(env, str) else env
+    params = {**spec.params, **dict(env_kwargs or {}), **({"mode": mode} if mode is not None else {})}
+    spec = EnvSpec(name=spec.name, params=params)
+    the_env = build(spec, EnvDeps.offline_only(context))
     rows: list[dict[str, Any]] = []
     for claim in claims:
         try:
             if claim.label is None:
                 raise VerlDataError(f"claim {claim.id!r} has no gold label; verl training needs one")
             try:
-                messages = env.reset(claim)
+                messages = the_env.reset(claim)
             except ValueError as exc:
                 raise VerlDataError(f"claim {claim.id!r}: {exc}") from None
         except VerlDataError as exc:
@@ -155,7 +157,7 @@ def verl_rows(
             continue
         truth = {"evidence": list(claim.evidence_ids), "label": claim.label.value}
         extra_context = None
-        if mode == "offline" and context is not None:
+        if context is not None:
             extra_context = json.dumps([r.model_dump(mode="json") for r in context(claim)], ensure_ascii=False)
         rows.append(
             {
@@ -170,9 +172,12 @@ def verl_rows(
                     "index": len(rows),
                     "split": split,
                     "claim_id": claim.id,
-                    "mode": mode,
+                    # the column the Veri-R1 authors' loaders read (None for other agents)
+                    "mode": getattr(getattr(the_env, "config", None), "mode", None),
                     "claim": claim.model_dump_json(),
                     "context": extra_context,
+                    "env": spec.name,
+                    "env_params": json.dumps(spec.params),
                 },
             }
         )
@@ -183,7 +188,8 @@ def export_verl_parquet(
     claims: Iterable[Claim],
     out_path: Path | str,
     *,
-    mode: Mode = "online",
+    env: EnvSpec | str = "veri_r1",
+    mode: Mode | None = None,
     split: str,
     data_source: str | None = None,
     context: ContextProvider | None = None,
@@ -205,6 +211,7 @@ def export_verl_parquet(
     skipped: list[tuple[str, str]] = []
     rows = verl_rows(
         claims,
+        env=env,
         mode=mode,
         split=split,
         data_source=data_source,

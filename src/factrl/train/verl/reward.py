@@ -1,9 +1,11 @@
-"""verl's custom reward function for Veri-R1: ``compute_score`` scores one decoded
-response with factrl's own parser and reward (:func:`~factrl.envs.veri_r1.parse_verdict`
-+ :func:`~factrl.rewards.veri_r1.veri_r1_reward`).
+"""verl's custom reward function: ``compute_score`` scores one decoded response with
+factrl's own scoring stage — the environment's ``parse_verdict`` on the model's text,
+then the registered reward (the environment's default, Veri-R1's for Veri-R1) — so verl,
+evaluation and the TRL adapter score alike.
 
 Point verl at it with ``reward.custom_reward_function.path=pkg://factrl.train.verl.reward``
-and ``reward.custom_reward_function.name=compute_score``.
+and ``reward.custom_reward_function.name=compute_score``; ``reward_kwargs`` may name the
+environment (``env``, ``env_params``) and the reward (``reward``, ``reward_params``).
 
 verl decodes the whole response, which includes the ``<information>`` blocks the system
 inserted. Veri-R1's format rule is that information may only appear right after a search,
@@ -18,21 +20,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from factrl.envs import ENVS, EnvDeps, EnvSpec, build
 from factrl.envs import prompts
-from factrl.envs.veri_r1 import parse_verdict
 from factrl.labels import Label, normalise_label
-from factrl.rewards.veri_r1 import VeriR1RewardConfig, veri_r1_reward
-from factrl.types import RewardBreakdown
+from factrl.rewards.base import RewardSpec, build_reward
+from factrl.rewards.veri_r1 import VeriR1Reward
+from factrl.types import Claim, EvidenceRef, RewardBreakdown, Trajectory
 
 __all__ = ["MODEL_TEXT_KEY", "SCORE_KEYS", "compute_score", "score_fields", "strip_system_information"]
 
 # extra_fields key the agent loop fills with the model-only text (verl merges an agent
 # loop's extra_fields into the reward function's extra_info).
 MODEL_TEXT_KEY = "factrl_model_text"
-SCORE_KEYS = ("score", "format", "evidence", "label", "validity", "hit_rate")
+# The fields of the Veri-R1 reward (any reward gives "score" and its declared components).
+SCORE_KEYS = ("score", *VeriR1Reward.components)
 
 _NOTICE = re.escape(prompts.BUDGET_SPENT.strip())
 # </search> (kept), then the system block; an unclosed block at the very end is a
@@ -68,15 +72,30 @@ def _ground_truth(ground_truth: Any) -> tuple[Label, list[str]]:
     return normalise_label(ground_truth["label"]), ids
 
 
-def _mode(extra_info: Mapping[str, Any], mode: str | None) -> str:
-    """The Veri-R1 setting: an explicit argument, then factrl's ``extra_info.mode``, then
-    the authors' split names (``test_off`` / ``train_online``)."""
-    chosen = mode or extra_info.get("mode")
-    if chosen is None:
-        chosen = "offline" if "off" in str(extra_info.get("split") or "").lower() else "online"
-    if chosen not in ("online", "offline"):
-        raise ValueError(f"mode must be 'online' or 'offline', got {chosen!r}")
-    return str(chosen)
+def _env_spec(extra: Mapping[str, Any], env: str | None, env_params: Mapping[str, Any] | None,
+              legacy: Mapping[str, Any]) -> EnvSpec:
+    """The environment that produced the response: ``reward_kwargs`` first, then what
+    ``factrl export verl`` recorded in ``extra_info``, then the environment's own reading
+    of foreign rows (e.g. the Veri-R1 authors' split names)."""
+    name = env or extra.get("env") or "veri_r1"
+    params: dict[str, Any] = {}
+    row_params = getattr(ENVS.get(name), "row_params", None)
+    if row_params is not None:
+        params.update(row_params(extra))
+    if extra.get("env_params"):
+        params.update(json.loads(extra["env_params"]))
+    params.update({k: v for k, v in legacy.items() if v is not None})
+    params.update(env_params or {})
+    return EnvSpec(name=name, params=params)
+
+
+def _claim(ground_truth: Any, extra: Mapping[str, Any]) -> Claim:
+    label, evidence = _ground_truth(ground_truth)
+    if extra.get("claim"):
+        claim = Claim.model_validate_json(extra["claim"])
+        return claim.model_copy(update={"label": label, "evidence": [EvidenceRef(id=e) for e in evidence]})
+    return Claim(id=str(extra.get("claim_id") or extra.get("index") or "verl"), text="(not recorded)",
+                 label=label, evidence=[EvidenceRef(id=e) for e in evidence])
 
 
 def compute_score(
@@ -85,38 +104,48 @@ def compute_score(
     ground_truth: Mapping[str, Any],
     extra_info: Mapping[str, Any] | None = None,
     *,
+    env: str | None = None,
+    env_params: Mapping[str, Any] | None = None,
+    reward: str | Mapping[str, Any] | None = None,
+    reward_params: Mapping[str, Any] | None = None,
     mode: str | None = None,
     max_searches: int | None = None,
-    reward: Mapping[str, Any] | None = None,
     reward_router_address: Any = None,
     reward_model_tokenizer: Any = None,
 ) -> dict[str, float]:
-    """Veri-R1 reward of one response, as verl's reward managers expect it.
+    """The reward of one response, as verl's reward managers expect it.
 
-    ``ground_truth`` is ``{"label": ..., "evidence": [...]}`` in any label spelling;
-    ``mode``, ``max_searches`` and ``reward`` (fields of
-    :class:`~factrl.rewards.veri_r1.VeriR1RewardConfig`) may be set through verl's
-    ``reward.custom_reward_function.reward_kwargs``. ``reward_router_address`` and
-    ``reward_model_tokenizer`` are passed by verl when a reward model is configured and
-    are not used. Returns ``score`` (the total) and its components; a malformed response
-    scores what the formula gives it (format 0) and never raises.
+    ``ground_truth`` is ``{"label": ..., "evidence": [...]}`` in any label spelling.
+    ``env``/``env_params`` name the environment whose protocol the response follows
+    (``mode`` and ``max_searches`` are shorthands for Veri-R1's parameters); ``reward``
+    is a reward name (default: the environment's) or, as a mapping, that reward's
+    parameters (e.g. :class:`~factrl.rewards.veri_r1.VeriR1RewardConfig` fields), as is
+    ``reward_params``. ``reward_router_address`` and ``reward_model_tokenizer`` are passed
+    by verl when a reward model is configured and are not used. Returns ``score`` (the
+    total) and the reward's declared components; a malformed response scores what the
+    reward gives it and never raises.
     """
     del data_source, reward_router_address, reward_model_tokenizer  # part of verl's call, unused
     extra = extra_info if isinstance(extra_info, Mapping) else {}
-    gold_label, gold_evidence = _ground_truth(ground_truth)
-    online = _mode(extra, mode) == "online"
+    claim = _claim(ground_truth, extra)
+    the_env = build(_env_spec(extra, env, env_params, {"mode": mode, "max_searches": max_searches}),
+                    EnvDeps.offline_only())
     model_text = extra.get(MODEL_TEXT_KEY)
     if not isinstance(model_text, str):
         model_text = strip_system_information(solution_str if isinstance(solution_str, str) else "")
-    verdict = parse_verdict(model_text, online=online, max_searches=int(max_searches or extra.get("max_searches") or 3))
-    breakdown = veri_r1_reward(verdict, gold_label, gold_evidence, config=VeriR1RewardConfig(**dict(reward or {})))
-    return score_fields(breakdown)
+    traj = Trajectory(claim_id=claim.id, env=the_env.name, claim=claim, prompt=[],
+                      verdict=the_env.parse_verdict(model_text))
+    name = reward if isinstance(reward, str) else the_env.default_reward
+    params = {**(dict(reward) if isinstance(reward, Mapping) else {}), **dict(reward_params or {})}
+    scorer = build_reward(RewardSpec(name=name, params=params))
+    (breakdown,) = scorer.score([traj])
+    return score_fields(breakdown, scorer.components)
 
 
-def score_fields(breakdown: RewardBreakdown) -> dict[str, float]:
-    """verl's reward dict for a Veri-R1 breakdown: ``score`` (the total) and the
-    unweighted components, always the same keys (verl stacks them into columns)."""
+def score_fields(breakdown: RewardBreakdown, components: Sequence[str] = SCORE_KEYS[1:]) -> dict[str, float]:
+    """verl's reward dict: ``score`` (the total) and the declared components, always the
+    same keys for one reward (verl stacks them into columns)."""
     parts = breakdown.components
     out = {"score": float(breakdown.total)}
-    out.update({k: float(parts.get(k, 0.0)) for k in SCORE_KEYS[1:]})
+    out.update({k: float(parts.get(k, 0.0)) for k in components})
     return out
