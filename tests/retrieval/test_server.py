@@ -41,10 +41,22 @@ def url(serve: Callable[[Any], str], bm25: Any) -> str:
     return serve(create_app(bm25, limits=limits, info={"retriever": "bm25", "fingerprint": "bm25-test"}))
 
 
-def post(url: str, body: Any, **kw: Any) -> httpx.Response:
+@pytest.fixture
+def roomy_url(serve: Callable[[Any], str], bm25: Any) -> str:
+    """The same limits but a 1 MiB body, room for hostile bodies that fit a default server."""
+    limits = ServerLimits(max_batch=8, max_k=5, max_query_chars=200, timeout=10, max_body_bytes=1 << 20)
+    return serve(create_app(bm25, limits=limits, info={"retriever": "bm25", "fingerprint": "bm25-test"}))
+
+
+def body_kwargs(body: Any) -> dict[str, Any]:
+    """httpx arguments sending ``body`` as is (bytes/str) or encoded as JSON."""
     if isinstance(body, (bytes, str)):
-        return httpx.post(f"{url}/retrieve", content=body, headers={"content-type": "application/json"}, **kw)
-    return httpx.post(f"{url}/retrieve", json=body, **kw)
+        return {"content": body, "headers": {"content-type": "application/json"}}
+    return {"json": body}
+
+
+def post(url: str, body: Any, **kw: Any) -> httpx.Response:
+    return httpx.post(f"{url}/retrieve", **body_kwargs(body), **kw)
 
 
 def test_search_r1_shape_with_scores(url: str, bm25: Any) -> None:
@@ -71,6 +83,35 @@ def test_without_scores_items_are_documents_and_topk_defaults(url: str) -> None:
     assert set(row[0]) >= {"id", "contents"} and row[0]["doc_id"] == "honeybee"
 
 
+DEEP = 100_000  # far past json's recursion limit, well inside a default server's body limit
+HOSTILE = [  # each of these once made json.loads raise (a 500 that also dropped the connection)
+    (b'{"queries": ["q"], "topk": ' + b"1" * 5000 + b"}", 400, "number with 5000 digits; the limit is 32"),
+    (b'{"queries": ["q"], "topk": -' + b"9" * 5000 + b"}", 400, "number with 5000 digits"),
+    (b'{"queries": [' + b"7" * 5000 + b"]}", 400, "number with 5000 digits"),
+    (b"[" * DEEP + b"]" * DEEP, 400, "deeper than 32 levels"),
+    (b'{"a": ' * DEEP + b"1" + b"}" * DEEP, 400, "deeper than 32 levels"),
+    (b'{"queries": ["q", ' + b"[" * DEEP + b"]" * DEEP + b"]}", 400, "deeper than 32 levels"),
+    (b'{"queries": ' + b"[" * DEEP, 400, "deeper than 32 levels"),  # never closed: json recurses all the same
+]
+ODD = [  # decoded before, but must stay 4xx with a message
+    (b'{"queries": ["q"], "topk": NaN}', 400, "NaN is not a JSON value"),
+    (b'{"queries": ["q"], "topk": Infinity}', 400, "Infinity is not a JSON value"),
+    (b'{"queries": ["q"], "topk": -Infinity}', 400, "-Infinity is not a JSON value"),
+    (b'{"queries": ["q"], "topk": 1e999}', 400, "'topk' must be an integer, got inf"),
+    (b'{"queries": ["q"], "topk": -1e999}', 400, "'topk' must be an integer, got -inf"),
+    (b'{"queries": ["q"], "topk": 2.5}', 400, "'topk' must be an integer, got 2.5"),
+    (b'{"queries": ["q"], "topk": ' + b"1" * 5000 + b'.0}', 400, "'topk' must be an integer, got inf"),
+    (b'{"queries": ["q"], "topk": [[[[1]]]]}', 400, "'topk' must be an integer, got [[[[1]]]]"),
+    (b'{"queries": ["q"], "topk": 2, "topk": 3}', 400, "duplicate key 'topk'"),
+    (b'{"queries": [{"a": 1, "a": 2}]}', 400, "duplicate key 'a'"),
+    (b'{"queries": ["\xff\xfe lighthouse"]}', 400, "not valid JSON"),
+    (b"", 400, "not valid JSON"),
+    (b'"lighthouse granite"', 400, "must be a JSON object"),
+    (b"3", 400, "must be a JSON object"),
+    (b"null", 400, "must be a JSON object"),
+]
+
+
 @pytest.mark.parametrize("body,status,message", [
     (b"{not json", 400, "not valid JSON"),
     ([1, 2], 400, "must be a JSON object"),
@@ -86,11 +127,27 @@ def test_without_scores_items_are_documents_and_topk_defaults(url: str) -> None:
     ({"queries": ["q"], "return_scores": "yes"}, 400, "true or false"),
     ({"queries": ["ok", "x" * 201]}, 413, "query 1 has 201 characters; the limit is 200"),
     (b'{"queries": ["ok", "bad \\ud800 surrogate"]}', 400, "query 1 is not valid Unicode"),
+    *HOSTILE,
+    *ODD,
 ])
-def test_bad_requests_get_4xx_with_a_message(url: str, body: Any, status: int, message: str) -> None:
-    r = post(url, body)
-    assert r.status_code == status, r.text
-    assert message in r.json()["detail"]
+def test_bad_requests_get_4xx_with_a_message(roomy_url: str, body: Any, status: int, message: str) -> None:
+    with httpx.Client(timeout=30) as client:  # one keep-alive connection: it must survive the bad request
+        r = client.post(f"{roomy_url}/retrieve", **body_kwargs(body))
+        assert r.status_code == status, r.text
+        assert message in r.json()["detail"]
+        ok = client.post(f"{roomy_url}/retrieve", json={"queries": ["lighthouse granite"], "topk": 1})
+        assert ok.status_code == 200 and ok.json()["result"][0][0]["id"] == "lighthouse#0"
+
+
+def test_server_stays_healthy_through_hostile_bodies(roomy_url: str) -> None:
+    with httpx.Client(timeout=30) as client:
+        for body, status, message in HOSTILE + ODD:
+            r = client.post(f"{roomy_url}/retrieve", **body_kwargs(body))
+            assert r.status_code == status and message in r.json()["detail"], (body[:40], r.text)
+        # Brackets inside strings are text, not nesting: a query full of them is searched as usual.
+        r = client.post(f"{roomy_url}/retrieve", json={"queries": ["[{" * 100, "lighthouse"], "topk": 1})
+        assert r.status_code == 200 and r.json()["result"][1][0]["id"] == "lighthouse#0"
+        assert client.get(f"{roomy_url}/health").json()["status"] == "ok"
 
 
 def test_body_size_bounded(url: str) -> None:
@@ -257,5 +314,21 @@ json_values = st.recursive(
 def test_no_input_gets_a_5xx(url: str, body: Any) -> None:
     r = post(url, body)
     assert r.status_code < 500, (body, r.text)
+    if r.status_code != 200:
+        assert r.json()["detail"]
+
+
+# JSON-ish fragments, hostile ones included: raw bodies httpx's json= would never produce
+# (bare and escaped lone surrogates, a non-UTF-8 byte, a 5000-digit number, deep brackets).
+json_tokens = st.sampled_from([b"[", b"]", b"{", b"}", b",", b":", b'"', b"\\", b'"q"', b'"queries"', b'"topk"', b"1",
+                               b"-", b"e999", b"1" * 5000, b"NaN", b"Infinity", b"true", b"null", b" ", b"\xff",
+                               b"\xed\xa0\x80", b'"\\ud800"', b"[" * 50])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tokens=st.lists(json_tokens, max_size=30))
+def test_no_raw_body_gets_a_5xx(url: str, tokens: list[bytes]) -> None:
+    r = post(url, b"".join(tokens))
+    assert r.status_code < 500, (tokens, r.text)
     if r.status_code != 200:
         assert r.json()["detail"]
