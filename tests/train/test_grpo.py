@@ -157,3 +157,18 @@ def test_curves_plot_evidence_cover_and_verification_and_read_older_metrics(tmp_
     width2, height2 = _png_size(old_png)
     assert height2 == height and width3 == width2 * 3 // 2  # one more panel of the same size
     assert plot_curves(tmp_path / "missing.jsonl", tmp_path / "none.png") is None
+
+
+def test_warm_up_schedule_and_loss_type_reach_the_trainer(tiny_model, tmp_path):
+    # a warm-up of half of 2 updates: the first update runs at learning rate 0, the second at the peak
+    before = _weights(tiny_model)
+    final = train_grpo(_config(tiny_model, tmp_path, max_steps=2, lr_scheduler_type="constant_with_warmup",
+                               warmup_ratio=0.5, loss_type="dapo", gradient_checkpointing=False))
+    trl_args = torch.load(tmp_path / "checkpoint-2" / "training_args.bin", weights_only=False)
+    assert trl_args.lr_scheduler_type.value == "constant_with_warmup"
+    assert trl_args.warmup_steps == 0.5 and trl_args.get_warmup_steps(2) == 1
+    assert trl_args.loss_type == "dapo"
+    after_warm_up = _weights(tmp_path / "checkpoint-1")
+    assert all(torch.equal(before[k], after_warm_up[k]) for k in before)
+    after = _weights(final)
+    assert any(not torch.equal(before[k], after[k]) for k in before)
