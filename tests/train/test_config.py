@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from factrl.train.config import load_run_config, parse_overrides
@@ -30,3 +32,88 @@ def test_every_preset_loads_and_maps_to_trl_batches():
         assert cfg.preset.scaled_down is name.endswith("_cpu")
         batches = trl_batch_args(cfg.grpo)
         assert batches["gradient_accumulation_steps"] >= 1
+
+
+PAPER_PRESETS = ("veri_r1_online", "veri_r1_offline")
+CPU_PRESETS = ("veri_r1_online_cpu", "veri_r1_offline_cpu")
+
+
+def test_online_paper_preset_budget_is_four_turns_and_three_observations():
+    r = load_run_config("veri_r1_online").rollout
+    assert r.max_new_tokens == 512
+    assert r.max_total_tokens == 4 * 512 + 3 * 768 == 4352  # Veri-R1 App. B: response 512, observation 768
+    offline = load_run_config("veri_r1_offline").rollout
+    assert offline.max_new_tokens == offline.max_total_tokens == 512  # one answer turn, no observations
+    for name in CPU_PRESETS:
+        r = load_run_config(name).rollout
+        assert r.max_total_tokens >= r.max_new_tokens  # at least one full model turn fits
+
+
+def test_paper_presets_warm_up_then_constant_lr_with_token_level_loss():
+    for name in PAPER_PRESETS:
+        cfg = load_run_config(name)
+        g = cfg.grpo
+        assert (g.learning_rate, g.beta, g.num_generations) == (1e-6, 0.001, 3)
+        assert (g.prompts_per_generation, g.prompts_per_update) == (256, 64)
+        assert g.warmup_ratio == 0.285 and g.warmup_steps == 0
+        assert g.lr_scheduler_type == "constant_with_warmup"
+        assert g.loss_type == "dapo"  # TRL's token mean over the update = verl's loss_agg_mode token-mean
+        assert cfg.rollout.temperature == 0.8
+        assert "SciFact" in cfg.preset.notes and "vLLM" in cfg.preset.notes  # departures are listed
+    for name in CPU_PRESETS:  # short runs: the paper's constant rate, without the warm-up
+        g = load_run_config(name).grpo
+        assert g.lr_scheduler_type == "constant" and g.warmup_ratio == 0.0 and g.warmup_steps == 0
+        assert "warm-up" in load_run_config(name).preset.notes
+
+
+def test_grpo_args_refuses_two_warm_ups_and_ratios_outside_0_1():
+    from factrl.train.config import grpo_args
+
+    with pytest.raises(ValueError, match="not both"):
+        grpo_args(load_run_config("veri_r1_online", {"grpo.warmup_steps": 10}))
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        grpo_args(load_run_config("veri_r1_online", {"grpo.warmup_ratio": 1.5}))
+    args = grpo_args(load_run_config("veri_r1_online", {"grpo.warmup_ratio": 0.0, "grpo.warmup_steps": 7}))
+    assert args["warmup_steps"] == 7
+
+
+def test_preset_settings_reach_trl_grpo_config(tmp_path):
+    torch = pytest.importorskip("torch")
+    trl = pytest.importorskip("trl")
+    from transformers import get_scheduler
+    from transformers.trainer_utils import SchedulerType
+
+    from factrl.train.config import grpo_args, list_presets
+
+    def build(name):  # as train_grpo does, less the reward weights
+        cfg = load_run_config(name, {"output_dir": str(tmp_path / name)})
+        return cfg, trl.GRPOConfig(**grpo_args(cfg), use_cpu=cfg.grpo.bf16 and not torch.cuda.is_available())
+
+    for name in PAPER_PRESETS:
+        cfg, args = build(name)
+        assert args.lr_scheduler_type == SchedulerType.CONSTANT_WITH_WARMUP
+        assert args.get_warmup_steps(args.max_steps) == math.ceil(0.285 * cfg.grpo.max_steps) == 29
+        assert args.loss_type == "dapo"
+        assert (args.learning_rate, args.beta, args.num_generations, args.temperature) == (1e-6, 0.001, 3, 0.8)
+        assert args.max_completion_length == cfg.rollout.max_total_tokens + 1
+        # 256 prompts x 3 rollouts per generation, 64 x 3 per optimiser update
+        assert args.generation_batch_size == 256 * 3
+        assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 64 * 3
+        # the schedule TRL's Trainer builds from these arguments: linear ramp, then constant
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
+        sched = get_scheduler(args.lr_scheduler_type, optimizer=opt,
+                              num_warmup_steps=args.get_warmup_steps(args.max_steps),
+                              num_training_steps=args.max_steps)
+        lrs = []
+        for _ in range(args.max_steps):
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        assert lrs[0] == 0.0 and 0 < lrs[14] < 1e-6
+        assert all(a < b for a, b in zip(lrs[:29], lrs[1:29]))
+        assert lrs[29:] == pytest.approx([1e-6] * (args.max_steps - 29))
+    for name in sorted(set(list_presets()) - set(PAPER_PRESETS)):
+        cfg, args = build(name)
+        assert args.lr_scheduler_type == SchedulerType(cfg.grpo.lr_scheduler_type)
+        assert args.get_warmup_steps(args.max_steps) == 0
+        assert args.loss_type == cfg.grpo.loss_type

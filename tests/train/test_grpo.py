@@ -10,7 +10,7 @@ pytest.importorskip("trl")
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult  # noqa: E402
 from factrl.rewards.base import REWARDS  # noqa: E402
-from factrl.train.callbacks import read_metrics  # noqa: E402
+from factrl.train.callbacks import curve_series, plot_curves, read_metrics  # noqa: E402
 from factrl.train.config import GRPORunConfig, load_run_config  # noqa: E402
 from factrl.train.grpo import train_grpo  # noqa: E402
 from factrl.types import Message, RewardBreakdown, Verdict  # noqa: E402
@@ -141,3 +141,57 @@ def test_bf16_mixed_precision_trains_and_generates_under_autocast(tiny_model, tm
     assert any(not torch.equal(before[k], after[k]) for k in before)
     rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "loss" in r]
     assert len(rows) == 1 and math.isfinite(rows[0]["loss"])
+
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_curves_plot_evidence_cover_and_verification_and_read_older_metrics(tmp_path):
+    steps = list(range(1, 9))
+    cover = [0.1, 0.15, 0.2, 0.3, 0.35, 0.5, 0.55, 0.6]
+    verified = [0.05, 0.1, 0.1, 0.2, 0.25, 0.3, 0.4, 0.45]
+    rows = [{"step": s, "loss": 0.01, "reward": 1.0 + s / 10, "rewards/reward_total/mean": 1.0 + s / 10,
+             "rewards/reward_format/mean": 0.9, "rewards/label_correct/mean": 0.4,
+             "rewards/evidence_cover/mean": c, "rewards/verified/mean": v}
+            for s, c, v in zip(steps, cover, verified)]
+    rows.append({"step": 8, "train_runtime": 12.5})  # TRL's end-of-training log: no curve point
+    new = tmp_path / "metrics.jsonl"
+    new.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 9, "rew')  # torn last line
+
+    series = curve_series(read_metrics(new))
+    assert series["Verification (rollouts)"] == {"evidence cover rate": (steps, cover),
+                                                "verification accuracy": (steps, verified)}
+    assert series["Rollout label accuracy"] == {"label accuracy": (steps, [0.4] * 8)}
+    assert set(series["Rollout rewards"]) == {"total", "format"}
+    png = plot_curves(new, tmp_path / "curves.png")
+    assert png == tmp_path / "curves.png" and png.stat().st_size > 1000
+    width3, height = _png_size(png)
+
+    # an older metrics file, without the two columns: no third panel, still a figure
+    old = tmp_path / "old_metrics.jsonl"
+    old.write_text("".join(json.dumps({k: v for k, v in r.items() if "evidence_cover" not in k and "verified" not in k})
+                           + "\n" for r in rows))
+    assert "Verification (rollouts)" not in curve_series(read_metrics(old))
+    old_png = plot_curves(old, tmp_path / "old_curves.png")
+    assert old_png is not None and old_png.stat().st_size > 1000
+    width2, height2 = _png_size(old_png)
+    assert height2 == height and width3 == width2 * 3 // 2  # one more panel of the same size
+    assert plot_curves(tmp_path / "missing.jsonl", tmp_path / "none.png") is None
+
+
+def test_warm_up_schedule_and_loss_type_reach_the_trainer(tiny_model, tmp_path):
+    # a warm-up of half of 2 updates: the first update runs at learning rate 0, the second at the peak
+    before = _weights(tiny_model)
+    final = train_grpo(_config(tiny_model, tmp_path, max_steps=2, lr_scheduler_type="constant_with_warmup",
+                               warmup_ratio=0.5, loss_type="dapo", gradient_checkpointing=False))
+    trl_args = torch.load(tmp_path / "checkpoint-2" / "training_args.bin", weights_only=False)
+    assert trl_args.lr_scheduler_type.value == "constant_with_warmup"
+    assert trl_args.warmup_steps == 0.5 and trl_args.get_warmup_steps(2) == 1
+    assert trl_args.loss_type == "dapo"
+    after_warm_up = _weights(tmp_path / "checkpoint-1")
+    assert all(torch.equal(before[k], after_warm_up[k]) for k in before)
+    after = _weights(final)
+    assert any(not torch.equal(before[k], after[k]) for k in before)

@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "read_metrics", "plot_curves"]
+__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "read_metrics", "curve_series", "plot_curves"]
 
 
 class JsonlMetricsCallback(TrainerCallback):
@@ -73,8 +73,52 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: What ``plot_curves`` draws: per panel a title, a y-axis label, y limits (None: automatic)
+#: and the (metrics key, legend label) of each line. TRL logs each reward column's
+#: per-update mean as ``rewards/<column>/mean``.
+CURVE_PANELS: list[tuple[str, str, tuple[float, float] | None, list[tuple[str, str]]]] = [
+    ("Rollout rewards", "mean reward", None, [
+        ("rewards/reward_total/mean", "total"),
+        ("rewards/reward_label/mean", "label × validity"),
+        ("rewards/reward_evidence/mean", "evidence IoU"),
+        ("rewards/reward_format/mean", "format"),
+    ]),
+    ("Rollout label accuracy", "label accuracy (rollouts)", (0.0, 1.0), [
+        ("rewards/label_correct/mean", "label accuracy"),
+    ]),
+    # Veri-R1 §4.2 / Figure 4: evidence cover rate (share of responses whose evidence
+    # includes all gold evidence) and verification accuracy (correct label and all gold
+    # evidence; NEI needs none), per update
+    ("Verification (rollouts)", "share of rollouts", (0.0, 1.0), [
+        ("rewards/evidence_cover/mean", "evidence cover rate"),
+        ("rewards/verified/mean", "verification accuracy"),
+    ]),
+]
+_ALWAYS_DRAWN = 2  # the first panels appear even when empty; later ones only with data
+
+
+def curve_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
+    """The lines ``plot_curves`` draws, by panel title: ``{label: (steps, values)}``.
+
+    Only step logs count (rows with ``reward``); a key no row has gives no line, so older
+    metrics files simply lack the newer lines, and a panel without lines is left out.
+    """
+    rows = [r for r in rows if "reward" in r]
+    out: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+    for title, _, _, lines in CURVE_PANELS:
+        series = {}
+        for key, label in lines:
+            points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            if points:
+                series[label] = ([s for s, _ in points], [v for _, v in points])
+        if series:
+            out[title] = series
+    return out
+
+
 def plot_curves(metrics_path: Path, out_png: Path) -> Path | None:
-    """Reward total/components and rollout label accuracy against the step."""
+    """Reward total/components, rollout label accuracy and, when logged, the rollouts'
+    evidence cover rate and verification accuracy (Veri-R1 Figure 4) against the step."""
     rows = [r for r in read_metrics(metrics_path) if "reward" in r]
     if not rows:
         return None
@@ -83,27 +127,22 @@ def plot_curves(metrics_path: Path, out_png: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [r["step"] for r in rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for key, label in [
-        ("rewards/reward_total/mean", "total"),
-        ("rewards/reward_label/mean", "label × validity"),
-        ("rewards/reward_evidence/mean", "evidence IoU"),
-        ("rewards/reward_format/mean", "format"),
-    ]:
-        if any(key in r for r in rows):
-            ax1.plot(steps, [r.get(key) for r in rows], label=label)
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("mean reward")
-    ax1.legend()
-    ax1.set_title("Rollout rewards")
-    key = "rewards/label_correct/mean"
-    if any(key in r for r in rows):
-        ax2.plot(steps, [r.get(key) for r in rows], color="tab:green")
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("label accuracy (rollouts)")
-    ax2.set_ylim(0, 1)
-    ax2.set_title("Rollout label accuracy")
+    series = curve_series(rows)
+    panels = [p for i, p in enumerate(CURVE_PANELS) if i < _ALWAYS_DRAWN or p[0] in series]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    marker = "o" if len(rows) <= 30 else None  # short runs: show the individual updates
+    for ax, (title, ylabel, ylim, keys) in zip(axes[0], panels):
+        lines = series.get(title, {})
+        for label, (steps, values) in lines.items():
+            ax.plot(steps, values, label=label, marker=marker, markersize=3)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if ylim is not None:
+            pad = 0.02 * (ylim[1] - ylim[0])  # keep lines at 0 or 1 off the frame
+            ax.set_ylim(ylim[0] - pad, ylim[1] + pad)
+        if lines and len(keys) > 1:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(out_png, dpi=100)
     plt.close(fig)

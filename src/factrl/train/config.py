@@ -27,6 +27,7 @@ __all__ = [
     "list_presets",
     "parse_overrides",
     "trl_batch_args",
+    "grpo_args",
 ]
 
 
@@ -95,6 +96,12 @@ class GRPOSettings:
     loss_type: str = "grpo"
     max_steps: int = 100  # optimiser updates
     max_minutes: float | None = None  # stop (and save) after this much training time
+    # Learning-rate schedule, by transformers' names ("linear" = TRL's default: decay to 0
+    # at max_steps; "constant"; "constant_with_warmup" = Veri-R1 / verl's "constant").
+    lr_scheduler_type: str = "linear"
+    # Linear warm-up from 0, as a fraction of max_steps (Veri-R1: 0.285, verl's
+    # lr_warmup_steps_ratio) or as a number of updates; set at most one of the two.
+    warmup_ratio: float = 0.0
     warmup_steps: int = 0
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -201,4 +208,49 @@ def trl_batch_args(g: GRPOSettings, num_processes: int = 1) -> dict[str, int]:
         "per_device_train_batch_size": g.micro_batch_size,
         "gradient_accumulation_steps": accum,
         "steps_per_generation": accum * (g.prompts_per_generation // g.prompts_per_update),
+    }
+
+
+def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
+    """The keyword arguments of TRL's ``GRPOConfig`` that come from the run config.
+
+    ``train_grpo`` adds only what depends on the code or the machine: the reward weights
+    and ``use_cpu``. Pure (no torch/TRL import), so tests can check what reaches TRL.
+    """
+    g, r = cfg.grpo, cfg.rollout
+    if not 0.0 <= g.warmup_ratio < 1.0:
+        raise ValueError(f"grpo.warmup_ratio must be in [0, 1), got {g.warmup_ratio}")
+    if g.warmup_ratio and g.warmup_steps:
+        raise ValueError("set grpo.warmup_ratio or grpo.warmup_steps, not both")
+    return {
+        "output_dir": str(Path(cfg.output_dir)),
+        "learning_rate": g.learning_rate,
+        "lr_scheduler_type": g.lr_scheduler_type,
+        # transformers 5 has no warmup_ratio: a float in (0, 1) is read as that fraction
+        # of the optimiser updates (TrainingArguments.get_warmup_steps rounds it up).
+        "warmup_steps": g.warmup_ratio if g.warmup_ratio else g.warmup_steps,
+        "beta": g.beta,
+        "num_generations": g.num_generations,
+        "num_iterations": g.num_iterations,
+        "epsilon": g.epsilon,
+        "loss_type": g.loss_type,
+        "max_steps": g.max_steps,
+        "weight_decay": g.weight_decay,
+        "max_grad_norm": g.max_grad_norm,
+        "logging_steps": g.logging_steps,
+        "save_steps": g.save_steps,
+        "save_total_limit": g.save_total_limit,
+        "seed": g.seed,
+        "scale_rewards": g.scale_rewards,
+        "mask_truncated_completions": g.mask_truncated_completions,
+        "gradient_checkpointing": g.gradient_checkpointing,
+        # the rollout's own budget bounds the episode; +1 leaves room for the closing EOS
+        "max_completion_length": r.max_total_tokens + 1,
+        "temperature": r.temperature,
+        "top_k": 0,  # no top-k cut: the rollout samples the full distribution the trainer scores
+        "bf16": g.bf16,
+        "report_to": [],
+        "save_only_model": False,
+        "dataloader_num_workers": 0,
+        **trl_batch_args(g),
     }

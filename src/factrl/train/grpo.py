@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from factrl.rollout import RolloutConfig
-from factrl.train.config import GRPORunConfig, trl_batch_args
+from factrl.train.config import GRPORunConfig, grpo_args
 from factrl.types import Claim
 
 __all__ = ["prepare_claims", "resolve_model_path", "train_grpo", "latest_checkpoint"]
@@ -104,35 +104,10 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
     )
     funcs, weights = reward_functions(reward)
     args = GRPOConfig(
-        output_dir=str(out),
-        learning_rate=g.learning_rate,
-        beta=g.beta,
-        num_generations=g.num_generations,
-        num_iterations=g.num_iterations,
-        epsilon=g.epsilon,
-        loss_type=g.loss_type,
-        max_steps=g.max_steps,
-        warmup_steps=g.warmup_steps,
-        weight_decay=g.weight_decay,
-        max_grad_norm=g.max_grad_norm,
-        logging_steps=g.logging_steps,
-        save_steps=g.save_steps,
-        save_total_limit=g.save_total_limit,
-        seed=g.seed,
-        scale_rewards=g.scale_rewards,
-        mask_truncated_completions=g.mask_truncated_completions,
-        gradient_checkpointing=g.gradient_checkpointing,
-        max_completion_length=r.max_total_tokens + 1,
-        temperature=r.temperature,
-        top_k=0,
+        **grpo_args(cfg),
         reward_weights=weights,
-        bf16=g.bf16,
         # transformers refuses bf16 without an accelerator unless told the run is on CPU
         use_cpu=g.bf16 and not torch.cuda.is_available(),
-        report_to=[],
-        save_only_model=False,
-        dataloader_num_workers=0,
-        **trl_batch_args(g),
     )
     peft_config = None
     if cfg.model.lora:
