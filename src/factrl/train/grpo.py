@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from factrl.envs.base import ENVS, Env
+from factrl.lm.loader import resolve_model_path
 from factrl.rollout import RolloutConfig
 from factrl.train.config import GRPORunConfig, trl_batch_args
 from factrl.types import Claim
 
-__all__ = ["prepare_claims", "make_env_factory", "resolve_model_path", "train_grpo", "latest_checkpoint"]
+__all__ = ["prepare_claims", "make_env_factory", "train_grpo", "latest_checkpoint"]
 
 
 def _say(msg: str) -> None:
@@ -74,16 +75,6 @@ def make_env_factory(cfg: GRPORunConfig) -> Callable[[], Env]:
         kwargs["reward"] = dict(e.reward)
     factory = ENVS.get(e.name)
     return lambda: factory(retriever=index, **kwargs)
-
-
-def resolve_model_path(model_id: str) -> str:
-    """TRL re-loads the reference model from the policy's ``_name_or_path``, so the
-    policy must come from a path or hub id, never an in-memory object."""
-    if model_id in ("smollm2", "embedded"):
-        from factrl.lm.embedded import ensure_embedded_model
-
-        return str(ensure_embedded_model())
-    return model_id
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
