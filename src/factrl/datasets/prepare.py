@@ -54,6 +54,8 @@ def _usable_claims(data: DataSettings) -> list[Claim]:
     dropped = len(loaded.claims) - len(usable)
     if loaded.errors or dropped:
         _say(f"data: skipped {len(loaded.errors)} malformed rows, {dropped} unlabelled/empty claims")
+    if loaded.duplicates:
+        _say(f"data: dropped {loaded.duplicates} rows repeating an earlier claim")
     return usable
 
 
