@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig
+from factrl.lm.text import TokenTextMixin
 from factrl.types import Message
 
 __all__ = ["ScriptedLM"]
@@ -18,7 +19,7 @@ EOS = 0
 
 
 @LM_BACKENDS.register("scripted")
-class ScriptedLM:
+class ScriptedLM(TokenTextMixin):
     name = "scripted"
     eos_token_id = EOS
 
