@@ -69,7 +69,8 @@ def main() -> int:
     from factrl.evaluate import evaluate
     from factrl.rollout import RolloutConfig
     from factrl.train.config import load_run_config, parse_overrides
-    from factrl.train.grpo import prepare_claims, train_grpo
+    from factrl.datasets.prepare import prepare_splits
+    from factrl.train.grpo import train_grpo
     from factrl.train.setup import run_env_factory
     from factrl.train.learning import _f
     from factrl.train.sft import SFTSettings, train_sft
@@ -81,7 +82,7 @@ def main() -> int:
         **overrides, "output_dir": str(out / "grpo"), "data.held_out_fraction": args.held_out_fraction,
         "grpo.max_minutes": args.grpo_minutes,
     })
-    train, held_out = prepare_claims(cfg, out)
+    train, held_out = prepare_splits(cfg.data, out)
     times: dict[str, float] = {}
     print(f"train {len(train)} claims, held-out {len(held_out)}", file=sys.stderr)
 

@@ -4,5 +4,16 @@
 """
 
 from factrl.datasets.base import DATASETS, DatasetFormatError, DatasetLoader, LoadResult, RowError, load_dataset
+from factrl.datasets.prepare import DataSettings, SplitMismatchError, prepare_splits
 
-__all__ = ["DATASETS", "DatasetFormatError", "DatasetLoader", "LoadResult", "RowError", "load_dataset"]
+__all__ = [
+    "DATASETS",
+    "DataSettings",
+    "DatasetFormatError",
+    "DatasetLoader",
+    "LoadResult",
+    "RowError",
+    "SplitMismatchError",
+    "load_dataset",
+    "prepare_splits",
+]

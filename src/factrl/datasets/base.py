@@ -21,10 +21,12 @@ class DatasetFormatError(RowFormatError):
 
 @dataclass
 class LoadResult:
-    """The claims that loaded, and the rows that were skipped (``on_error="skip"``)."""
+    """The claims that loaded, the rows that were skipped (``on_error="skip"``), and how
+    many rows only repeated a claim already loaded (formats whose files repeat claims)."""
 
     claims: list[Claim] = field(default_factory=list)
     errors: list[RowError] = field(default_factory=list)
+    duplicates: int = 0
 
     def __len__(self) -> int:
         return len(self.claims)
@@ -45,6 +47,7 @@ class DatasetLoader(Protocol):
 DATASETS: Registry[type[DatasetLoader]] = Registry("dataset")
 DATASETS.register_lazy("scifact", "factrl.datasets.scifact")
 DATASETS.register_lazy("jsonl", "factrl.datasets.jsonl")
+DATASETS.register_lazy("veri_r1_parquet", "factrl.datasets.veri_r1_parquet")
 
 
 def load_dataset(

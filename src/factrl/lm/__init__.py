@@ -13,15 +13,17 @@ from factrl.lm.base import LM, LM_BACKENDS, Generation, GenerationConfig
 
 if TYPE_CHECKING:
     from factrl.lm.hf import HFLM
-    from factrl.lm.loader import LMLoadError, load_lm
+    from factrl.lm.loader import LMLoadError, load_lm, resolve_model_path
     from factrl.lm.tiny import build_tiny_model
 
-__all__ = ["HFLM", "LM", "LM_BACKENDS", "Generation", "GenerationConfig", "LMLoadError", "build_tiny_model", "load_lm"]
+__all__ = ["HFLM", "LM", "LM_BACKENDS", "Generation", "GenerationConfig", "LMLoadError", "build_tiny_model", "load_lm",
+           "resolve_model_path"]
 
 _LAZY = {
     "HFLM": "factrl.lm.hf",
     "LMLoadError": "factrl.lm.loader",
     "load_lm": "factrl.lm.loader",
+    "resolve_model_path": "factrl.lm.loader",
     "build_tiny_model": "factrl.lm.tiny",
 }
 

@@ -94,6 +94,18 @@ class LM(Protocol):
         """Sum of log-probabilities of each continuation given its prompt."""
         ...
 
+    # Text level, for LM verifiers/judges/label scorers; an HTTP backend can serve these
+    # alone. Backends with a tokenizer get them from factrl.lm.text.TokenTextMixin.
+
+    def complete(self, conversations: Sequence[Sequence[Message]], config: GenerationConfig) -> list[Generation]:
+        """Chat in, text out: one generation per conversation, continuing its assistant
+        turn under the chat template; stops as :meth:`generate`."""
+        ...
+
+    def score_choices(self, conversation: Sequence[Message], choices: Sequence[str]) -> list[float]:
+        """Log-probability of each choice text as the start of the assistant reply."""
+        ...
+
 
 LM_BACKENDS: Registry[type] = Registry("LM backend")
 LM_BACKENDS.register_lazy("hf", "factrl.lm.hf")

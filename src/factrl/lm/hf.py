@@ -38,6 +38,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
 from factrl.lm.kv_cache import drop_shared_padding, new_cache
 from factrl.lm.loader import LMLoadError
+from factrl.lm.text import TokenTextMixin
 from factrl.types import Message
 
 __all__ = ["HFLM", "StopChecker"]
@@ -90,7 +91,7 @@ class StopChecker:
 
 
 @LM_BACKENDS.register("hf")
-class HFLM:
+class HFLM(TokenTextMixin):
     """A transformers causal LM behind the :class:`~factrl.lm.base.LM` protocol."""
 
     def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32) -> None:

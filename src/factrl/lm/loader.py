@@ -19,7 +19,7 @@ from typing import Any
 
 from factrl.lm.base import LM, LM_BACKENDS
 
-__all__ = ["EMBEDDED_ALIASES", "LMLoadError", "load_lm", "resolve_model"]
+__all__ = ["EMBEDDED_ALIASES", "LMLoadError", "load_lm", "resolve_model", "resolve_model_path"]
 
 EMBEDDED_ALIASES = frozenset({"smollm2", "embedded"})
 
@@ -49,6 +49,17 @@ def resolve_model(model: str) -> tuple[str, str]:
     if path.exists():
         raise LMLoadError(f"model path {path} is a file; pass the directory written by save_pretrained")
     return model, model
+
+
+def resolve_model_path(model: str) -> str:
+    """The directory or hub id that ``from_pretrained`` should load for ``model``: the
+    cached embedded model for ``"smollm2"``/``"embedded"``, else the directory or id itself.
+
+    Trainers take this instead of a loaded model: TRL re-loads the reference model from
+    the policy's ``_name_or_path``, so the policy must come from a path or hub id, never
+    an in-memory object.
+    """
+    return resolve_model(model)[0]
 
 
 def load_lm(

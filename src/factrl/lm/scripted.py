@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
+from factrl.lm.text import TokenTextMixin
 from factrl.types import Message
 
 __all__ = ["ScriptedLM"]
@@ -21,7 +22,7 @@ EOS = 0
 
 
 @LM_BACKENDS.register("scripted")
-class ScriptedLM:
+class ScriptedLM(TokenTextMixin):
     name = "scripted"
     eos_token_id = EOS
 

@@ -14,6 +14,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from factrl.datasets.prepare import DataSettings  # the [data] table; datasets owns it
+
 __all__ = [
     "PresetInfo",
     "ModelSettings",
@@ -47,17 +49,6 @@ class ModelSettings:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
-
-
-@dataclass
-class DataSettings:
-    dataset: str = "scifact"
-    data_dir: str = "../shared/data/scifact"
-    split: str = "train"
-    held_out_fraction: float = 0.2  # evaluated before/after, never trained on
-    split_seed: int = 0
-    limit: int | None = None  # cap on training claims (after the held-out split)
-    skip_bad_rows: bool = False
 
 
 @dataclass

@@ -14,50 +14,19 @@ import os
 import sys
 from pathlib import Path
 
+from factrl.datasets.prepare import prepare_splits
+from factrl.lm.loader import resolve_model_path
 from factrl.rollout import RolloutConfig
 from factrl.train.config import GRPORunConfig, grpo_args
 from factrl.types import Claim
 
-__all__ = ["prepare_claims", "resolve_model_path", "train_grpo", "latest_checkpoint"]
+__all__ = ["train_grpo", "latest_checkpoint"]
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def prepare_claims(cfg: GRPORunConfig, out_dir: Path) -> tuple[list[Claim], list[Claim]]:
-    """Load the dataset, keep labelled non-empty claims, split off the held-out part
-    (stratified, seeded) and record both id lists in the run directory."""
-    from factrl.datasets import DATASETS
-    from factrl.datasets.sampling import split_claims
-
-    d = cfg.data
-    loaded = DATASETS.get(d.dataset)().load(
-        Path(d.data_dir), d.split, on_error="skip" if d.skip_bad_rows else "raise"
-    )
-    usable = [c for c in loaded.claims if c.label is not None and c.text.strip()]
-    dropped = len(loaded.claims) - len(usable)
-    if loaded.errors or dropped:
-        _say(f"data: skipped {len(loaded.errors)} malformed rows, {dropped} unlabelled/empty claims")
-    train, held_out = split_claims(usable, test_fraction=d.held_out_fraction, seed=d.split_seed)
-    if d.limit is not None:
-        train = train[: d.limit]
-    if not train:
-        raise ValueError("no training claims left after the held-out split and filters")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "train_ids.txt").write_text("".join(f"{c.id}\n" for c in train))
-    (out_dir / "held_out_ids.txt").write_text("".join(f"{c.id}\n" for c in held_out))
-    return train, held_out
-
-
-def resolve_model_path(model_id: str) -> str:
-    """TRL re-loads the reference model from the policy's ``_name_or_path``, so the
-    policy must come from a path or hub id, never an in-memory object."""
-    if model_id in ("smollm2", "embedded"):
-        from factrl.lm.embedded import ensure_embedded_model
-
-        return str(ensure_embedded_model())
-    return model_id
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
@@ -84,7 +53,7 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
     ckpt = latest_checkpoint(out) if resume else None
     if not resume and ckpt is None and latest_checkpoint(out) is not None:
         raise FileExistsError(f"{out} already has checkpoints; pass --resume or choose another output dir")
-    train_claims, _ = prepare_claims(cfg, out)
+    train_claims, _ = prepare_splits(cfg.data, out)
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout

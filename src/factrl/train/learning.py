@@ -16,10 +16,10 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
-    from factrl.train.grpo import prepare_claims
+    from factrl.datasets.prepare import prepare_splits
     from factrl.train.setup import run_env_factory, run_reward
 
-    _, held_out = prepare_claims(cfg, Path(cfg.output_dir))
+    _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))  # the split training recorded
     lm = load_lm(model)
     info = {"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params},
             "held_out": len(held_out), "dataset": cfg.data.dataset}

@@ -92,7 +92,7 @@ def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettin
     from trl import SFTConfig, SFTTrainer
 
     from factrl.evaluate import read_trajectories
-    from factrl.train.grpo import resolve_model_path
+    from factrl.lm.loader import resolve_model_path
 
     s = settings or SFTSettings()
     trajs = read_trajectories(Path(trajectories))

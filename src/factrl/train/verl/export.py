@@ -1,5 +1,6 @@
-"""verl's parquet layout for factrl claims, and a reader for files in that layout
-(including the Veri-R1 authors' released training files).
+"""Writing factrl claims in verl's parquet layout (the layout of the Veri-R1 authors'
+released files). Reading such files, the authors' included, is the ``veri_r1_parquet``
+dataset format (:mod:`factrl.datasets.veri_r1_parquet`); its names are re-exported here.
 
 One row per claim, with the columns the Veri-R1 authors' files have:
 
@@ -10,27 +11,31 @@ One row per claim, with the columns the Veri-R1 authors' files have:
                       ``reset`` returns, so verl and factrl's own trainer see one prompt
     ability           a free-text task tag
     reward_model      {ground_truth: {evidence: [ids], label}, style: "rule"}
-    extra_info        {index, split, claim_id, mode, claim, context}
+    extra_info        {index, split, claim_id, mode, claim, context, env, env_params}
 
 Labels use the paper's spelling (SUPPORT / REFUTE / NOT ENOUGH INFO). ``extra_info.claim``
 holds the whole :class:`~factrl.types.Claim` as JSON, so the agent loop rebuilds the
-environment exactly and :func:`read_verl_parquet` gives the claim back unchanged;
+environment exactly and ``read_verl_parquet`` gives the claim back unchanged;
 ``extra_info.context`` (offline only) holds the extra sentences the offline prompt shows.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
+# The reading side lives with the dataset formats; re-exported for existing imports.
+from factrl.datasets.veri_r1_parquet import (
+    VERL_COLUMNS,
+    VerlDataError,
+    claim_from_row,
+    context_from_row,
+    read_verl_parquet,
+)
 from factrl.envs.spec import EnvSpec
-from factrl.labels import UnknownLabelError, normalise_label
 from factrl.types import Claim, EvidenceRef
 
 __all__ = [
@@ -46,25 +51,6 @@ __all__ = [
 
 Mode = Literal["online", "offline"]
 ContextProvider = Callable[[Claim], Sequence[EvidenceRef]]
-
-# Column order of the Veri-R1 authors' files (their optional ``metadata`` column, human
-# annotators' browsing logs, has no factrl counterpart and is not written).
-VERL_COLUMNS = (
-    "id",
-    "question",
-    "golden_answers",
-    "data_source",
-    "prompt",
-    "ability",
-    "reward_model",
-    "extra_info",
-)
-_READ_COLUMNS = VERL_COLUMNS
-_VERIFY_MARK = "Verify the claim:\n"
-
-
-class VerlDataError(ValueError):
-    """A row that cannot become a claim (names the file, the row and the reason)."""
 
 
 @dataclass
@@ -234,105 +220,3 @@ def export_verl_parquet(
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
     tmp.replace(out)  # a half-written file never carries the final name
     return VerlExport(path=out, rows=len(rows), skipped=skipped)
-
-
-def _as_list(value: Any) -> list[Any]:
-    """verl hands nested lists back as numpy arrays; parquet readers give lists."""
-    if value is None:
-        return []
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"expected a list, got a string {value[:40]!r}")
-    return list(value)
-
-
-def _claim_text_from_prompt(prompt: Any) -> str | None:
-    """The claim in a Veri-R1 prompt: the text after the last 'Verify the claim:' line,
-    up to the offline evidence block if there is one."""
-    messages = _as_list(prompt)
-    if not messages:
-        return None
-    content = str(messages[-1].get("content", ""))
-    at = content.rfind(_VERIFY_MARK)
-    if at == -1:
-        return None
-    rest = content[at + len(_VERIFY_MARK) :]
-    rest = re.split(r"\n\s*<information>", rest, maxsplit=1)[0]
-    return rest.strip() or None
-
-
-def claim_from_row(row: Mapping[str, Any], *, where: str = "row") -> Claim:
-    """Rebuild the claim of one verl row: from ``extra_info.claim`` when factrl wrote the
-    file, otherwise from the authors' columns (``id``, ``question`` or the prompt, and
-    ``reward_model.ground_truth``). Raises :class:`VerlDataError` naming ``where``."""
-    extra = row.get("extra_info") or {}
-    if not isinstance(extra, Mapping):
-        raise VerlDataError(f"{where}: extra_info is a {type(extra).__name__}, not a mapping")
-    if extra.get("claim"):
-        try:
-            return Claim.model_validate_json(extra["claim"])
-        except ValidationError as exc:
-            raise VerlDataError(f"{where}: extra_info.claim is not a claim record ({exc.errors()[0]['msg']})") from None
-    reward_model = row.get("reward_model")
-    truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
-    if not isinstance(truth, Mapping):
-        raise VerlDataError(f"{where}: no reward_model.ground_truth mapping")
-    try:
-        label = normalise_label(truth.get("label"))
-        evidence = [EvidenceRef(id=str(e)) for e in _as_list(truth.get("evidence"))]
-    except (UnknownLabelError, TypeError) as exc:
-        raise VerlDataError(f"{where}: bad ground truth: {exc}") from None
-    prompt = row.get("prompt") if row.get("prompt") is not None else row.get("raw_prompt")  # verl renames it
-    text = row.get("question") or _claim_text_from_prompt(prompt)
-    if not text or not str(text).strip():
-        raise VerlDataError(f"{where}: no claim text (no 'question' column and no 'Verify the claim:' in the prompt)")
-    data_source = row.get("data_source")
-    index = extra.get("index")
-    claim_id = row.get("id") or extra.get("claim_id") or f"{data_source or 'verl'}-{index}"
-    meta = {k: v for k, v in (("ability", row.get("ability")), ("split", extra.get("split")), ("index", index)) if v is not None}
-    return Claim(
-        id=str(claim_id),
-        text=str(text).strip(),
-        label=label,
-        evidence=evidence,
-        dataset=str(data_source) if data_source else None,
-        meta=meta,
-    )
-
-
-def context_from_row(row: Mapping[str, Any], *, where: str = "row") -> list[EvidenceRef] | None:
-    """The offline context sentences factrl stored in ``extra_info.context`` (or None)."""
-    extra = row.get("extra_info") or {}
-    raw = extra.get("context") if isinstance(extra, Mapping) else None
-    if not raw:
-        return None
-    try:
-        return [EvidenceRef.model_validate(r) for r in json.loads(raw)]
-    except (ValueError, TypeError, ValidationError) as exc:
-        raise VerlDataError(f"{where}: extra_info.context is not a list of evidence records ({exc})") from None
-
-
-def read_verl_parquet(path: Path | str, *, dedupe: bool = False) -> list[Claim]:
-    """Claims from a verl parquet written by factrl or by the Veri-R1 authors.
-
-    Rows come back in file order. The authors' training file repeats some claims (same
-    id, text and gold); ``dedupe=True`` keeps only the first row of each id.
-    """
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"verl parquet not found: {path}")
-    names = pq.read_schema(path).names
-    if not {"reward_model", "extra_info"} & set(names):
-        raise VerlDataError(f"{path}: not a verl file (no reward_model or extra_info column; columns: {names})")
-    table = pq.read_table(path, columns=[c for c in _READ_COLUMNS if c in names])
-    claims: list[Claim] = []
-    seen: set[str] = set()
-    for i, row in enumerate(table.to_pylist()):
-        claim = claim_from_row(row, where=f"{path} row {i}")
-        if dedupe:
-            if claim.id in seen:
-                continue
-            seen.add(claim.id)
-        claims.append(claim)
-    return claims
