@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -11,8 +13,24 @@ from factrl.cli._common import CONTEXT_SENTENCES_HELP
 from factrl.cli.app import app
 
 
+@contextmanager
+def run_errors() -> Iterator[None]:
+    """Problems with the run directory or its input become one ``error:`` line and exit
+    status 1, not a traceback: the user can fix each of them."""
+    from factrl.evaluate import EmptyRunError, RunMismatchError, TrajectoryFileError
+    from factrl.runlock import RunLockedError
+
+    try:
+        yield
+    except (RunLockedError, TrajectoryFileError, RunMismatchError, EmptyRunError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 @app.command("eval")
+@run_errors()
 def eval_(
+    ctx: typer.Context,
     dataset: str = typer.Option(..., "--dataset", help="Dataset format, e.g. scifact or jsonl."),
     data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
     split: str = typer.Option("train", "--split"),
@@ -37,13 +55,19 @@ def eval_(
         raise typer.BadParameter("online evaluation needs --index", param_hint="--index")
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import load_claims, offline_context
+    from factrl.cli._common import offline_context, require_claims, select_claims
     from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
+    from factrl.runlock import run_lock
 
-    claims = load_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
+    selection = select_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
+    require_claims(selection, data_dir, split)
+    claims = selection.claims
+    # Held until the command ends, taken before the index and model load so a second run
+    # on the same --out fails at once; evaluate() re-enters it.
+    ctx.with_resource(run_lock(out))
     idx = None
     if index is not None:
         from factrl.retrieval.index import load_index
@@ -56,6 +80,7 @@ def eval_(
         "dataset": dataset, "data_dir": str(data_dir), "split": split, "mode": mode,
         "index": str(index) if index else None, "model": model, "temperature": temperature,
         "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced, "limit": limit,
+        "skipped_rows": selection.skipped_rows,
     }
     if mode == "offline":
         info["context_sentences"] = context_sentences
