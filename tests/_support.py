@@ -26,3 +26,30 @@ class WordOverlapRetriever:
             scored.sort(key=lambda x: -x[0])
             out.append([Hit(passage=p, score=float(s)) for s, p in scored[:k] if s > 0])
         return out
+
+
+class LockHolderProcess:
+    """Another process holding a run directory's lock until :meth:`release` or :meth:`kill`."""
+
+    def __init__(self, run_dir: Path) -> None:
+        import os
+        import subprocess
+        import sys
+
+        code = ("import sys; from pathlib import Path; from factrl.runlock import run_lock\n"
+                "with run_lock(Path(sys.argv[1])):\n"
+                "    print('locked', flush=True); sys.stdin.readline()\n")
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "locked"
+        self.pid = self.proc.pid
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)

@@ -3,12 +3,14 @@ import json
 import pytest
 
 from factrl.envs.veri_r1 import VeriR1Env
-from factrl.evaluate import RunMismatchError, evaluate, read_trajectories
+from factrl.evaluate import EmptyRunError, RunMismatchError, TrajectoryFileError, evaluate, read_trajectories
 from factrl.lm.scripted import ScriptedLM
 from factrl.rollout import RolloutConfig
 from factrl.types import Claim, EvidenceRef, Passage
 
-from _support import WordOverlapRetriever
+from factrl.runlock import LOCK_FILE, RunLockedError
+
+from _support import LockHolderProcess, WordOverlapRetriever
 
 PASSAGES = [
     Passage(id=f"d{i}#0", doc_id=f"d{i}", title=f"Doc {i}", text=f"Fact number {i} holds.",
@@ -94,3 +96,65 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
 def test_duplicate_claim_ids_rejected(tmp_path):
     with pytest.raises(ValueError, match="unique"):
         evaluate([CLAIMS[0], CLAIMS[0]], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path, progress=False)
+
+
+def test_second_run_on_a_locked_directory_fails_at_once(tmp_path):
+    holder = LockHolderProcess(tmp_path)
+    try:
+        lm = ScriptedLM(respond)
+        with pytest.raises(RunLockedError, match=rf"in use by another run \(pid {holder.pid} on "):
+            run(lm, tmp_path)
+        assert lm.calls == 0 and not (tmp_path / "trajectories.jsonl").exists()
+    finally:
+        holder.release()
+    assert run(ScriptedLM(respond), tmp_path)["n"] == 10  # released: the next run goes ahead
+
+
+def test_lock_left_by_a_killed_run_does_not_block(tmp_path):
+    holder = LockHolderProcess(tmp_path)
+    holder.kill()
+    assert str(holder.pid) in (tmp_path / LOCK_FILE).read_text()  # the file stays behind
+    m = run(ScriptedLM(respond), tmp_path)
+    assert m["n"] == 10 and (tmp_path / LOCK_FILE).read_text() == ""
+
+
+def test_duplicate_records_are_counted_once_first_wins(tmp_path):
+    run(ScriptedLM(respond), tmp_path)
+    p = tmp_path / "trajectories.jsonl"
+    lines = p.read_text().splitlines()
+    # Two later copies of c0 and c1 (as two unlocked runs used to write), both wrong
+    dup = [line.replace('"label":"SUPPORT"', '"label":"REFUTE"', 1) for line in lines[:2]]
+    assert all('"REFUTE"' in d for d in dup)
+    p.write_text("\n".join(lines + dup) + "\n")
+    m = run(ScriptedLM(respond), tmp_path)
+    assert m["n"] == 10 and m["duplicates_ignored"] == 2 and m["label_acc"] == 1.0
+    assert json.loads((tmp_path / "metrics.json").read_text())["duplicates_ignored"] == 2
+
+
+def test_no_claims_is_an_error_not_an_empty_run(tmp_path):
+    with pytest.raises(EmptyRunError, match="no claims"):
+        evaluate([], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path, progress=False)
+    assert not (tmp_path / "trajectories.jsonl").exists()
+
+
+def test_skipped_rows_reach_metrics_and_run_json(tmp_path):
+    m = evaluate(CLAIMS[:2], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path,
+                 run_info={"model": "scripted", "skipped_rows": 3}, progress=False)
+    assert m["skipped_rows"] == 3 and m["duplicates_ignored"] == 0
+    assert json.loads((tmp_path / "run.json").read_text())["skipped_rows"] == 3
+    # A resumed run may skip a different number of rows (e.g. another --limit): not a mismatch
+    m = evaluate(CLAIMS[:3], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path,
+                 run_info={"model": "scripted", "skipped_rows": 1}, progress=False)
+    assert m["n"] == 3 and m["skipped_rows"] == 1
+
+
+def test_corrupt_line_error_is_one_line(tmp_path):
+    p = tmp_path / "trajectories.jsonl"
+    run(ScriptedLM(respond), tmp_path)
+    lines = p.read_text().splitlines()
+    lines[2] = '{"claim_id": "c2"}'
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TrajectoryFileError) as info:
+        read_trajectories(p)
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith(f"{p}:3: not a trajectory record (")

@@ -1,9 +1,14 @@
 """Evaluation runs that stream results to disk and resume after a crash.
 
 A run directory holds ``run.json`` (what was run), ``trajectories.jsonl`` (one line per
-finished claim, appended and flushed as batches finish), ``metrics.json`` and
-``report.md``. Re-running the same command skips the claims already in
+finished claim, appended and flushed as batches finish), ``metrics.json``,
+``report.md`` and ``run.lock``. Re-running the same command skips the claims already in
 ``trajectories.jsonl``; a line cut short by a crash is discarded and redone.
+
+Only one run writes to a directory at a time (:mod:`factrl.runlock`): a second run on the
+same directory fails at once. Should a file still hold two records of one claim (e.g.
+written before the lock existed), metrics count the first and report how many were
+ignored (``duplicates_ignored``).
 """
 
 from __future__ import annotations
@@ -20,15 +25,50 @@ from factrl.envs.base import Env
 from factrl.lm.base import LM
 from factrl.rewards.base import Reward
 from factrl.rollout import RolloutConfig, run_episodes
+from factrl.runlock import locks_run_dir
 from factrl.types import Claim, Trajectory
 
-__all__ = ["evaluate", "read_trajectories", "RunMismatchError"]
+__all__ = [
+    "evaluate",
+    "read_trajectories",
+    "first_per_claim",
+    "RunMismatchError",
+    "TrajectoryFileError",
+    "EmptyRunError",
+]
 
 TRAJ_FILE = "trajectories.jsonl"
+# run.json keys that may change between a run and its resumption.
+_VOLATILE_INFO = frozenset({"limit", "skipped_rows"})
 
 
 class RunMismatchError(ValueError):
     """The run directory holds results of a different configuration."""
+
+
+class EmptyRunError(ValueError):
+    """There are no claims to evaluate."""
+
+
+class TrajectoryFileError(ValueError):
+    """A line of a trajectories file that is not a trajectory record; the message is one
+    line, ``FILE:LINE: reason``, fit for a CLI error."""
+
+    def __init__(self, path: Path, line: int, exc: Exception) -> None:
+        super().__init__(f"{path}:{line}: not a trajectory record ({_first_line(exc)})")
+        self.path, self.line = path, line
+
+
+def _first_line(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)  # pydantic: name the first bad field, briefly
+    if callable(errors):
+        try:
+            first = errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            return f"{where}: {first['msg']}" if where else str(first["msg"])
+        except (IndexError, KeyError, TypeError):
+            pass
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def read_trajectories(path: Path, *, repair: bool = False) -> list[Trajectory]:
@@ -51,13 +91,39 @@ def read_trajectories(path: Path, *, repair: bool = False) -> list[Trajectory]:
                     with path.open("r+b") as fh:
                         fh.truncate(good_bytes)
                 break
-            raise ValueError(f"{path}:{i}: not a trajectory record ({exc})") from None
+            raise TrajectoryFileError(path, i, exc) from None
     if repair and lines and not lines[-1].endswith(b"\n") and good_bytes == sum(map(len, lines)):
         with path.open("ab") as fh:  # complete record missing its newline
             fh.write(b"\n")
     return out
 
 
+def first_per_claim(trajs: Sequence[Trajectory], wanted: set[str]) -> tuple[list[Trajectory], int]:
+    """The first record of each wanted claim id, in file order, and how many later
+    records of the same ids were dropped (metrics must count each claim once)."""
+    seen: set[str] = set()
+    out: list[Trajectory] = []
+    for t in trajs:
+        if t.claim_id in wanted and t.claim_id not in seen:
+            seen.add(t.claim_id)
+            out.append(t)
+    return out, sum(1 for t in trajs if t.claim_id in wanted) - len(out)
+
+
+def _require_claims(claims: Sequence[Claim]) -> None:
+    if not claims:
+        raise EmptyRunError("no claims to evaluate (the dataset, after filters and --limit, is empty)")
+
+
+def _run_counts(duplicates: int, run_info: dict[str, Any] | None) -> dict[str, int]:
+    """Counts about the run's input that metrics.json reports beside the scores."""
+    return {
+        "duplicates_ignored": duplicates,
+        "skipped_rows": int((run_info or {}).get("skipped_rows") or 0),
+    }
+
+
+@locks_run_dir("out_dir")
 def evaluate(
     claims: Sequence[Claim],
     make_env: Callable[[], Env],
@@ -76,6 +142,7 @@ def evaluate(
     from factrl.report.markdown import format_summary_line, metrics_markdown
 
     rollout = rollout or RolloutConfig()
+    _require_claims(claims)
     if rollout.group != 1:
         raise ValueError("evaluation runs one episode per claim (group=1)")
     ids = [c.id for c in claims]
@@ -110,8 +177,9 @@ def evaluate(
                 _say(f"[{finished}/{total}] {rate:.1f} s/claim")
 
     wanted = set(ids)
-    trajs = [t for t in read_trajectories(path) if t.claim_id in wanted]
+    trajs, duplicates = first_per_claim(read_trajectories(path), wanted)
     metrics = compute_metrics(trajs)
+    metrics.update(_run_counts(duplicates, run_info))
     wall = time.perf_counter() - t_start
     n_new = finished - len(done)
     # Throughput (episodes run in parallel batches) and per-episode latency differ.
@@ -133,7 +201,7 @@ def _check_run_info(path: Path, info: dict[str, Any], *, force: bool) -> None:
     if path.exists() and not force:
         old = json.loads(path.read_text())
         keys = set(old) | set(info)
-        diff = {k: (old.get(k), info.get(k)) for k in keys if k != "limit" and old.get(k) != info.get(k)}
+        diff = {k: (old.get(k), info.get(k)) for k in keys if k not in _VOLATILE_INFO and old.get(k) != info.get(k)}
         if diff:
             lines = ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in sorted(diff.items()))
             raise RunMismatchError(

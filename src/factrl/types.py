@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from factrl.labels import Label, normalise_label
 
@@ -134,13 +134,45 @@ class Hit:
             raise ValueError(f"not a hit record: {exc}") from None
 
 
+# Format errors that only the parse of an ``<answer>`` block's content produces
+# (factrl.envs.tags.parse_answer): their presence means an answer block was found.
+ANSWER_CONTENT_ERRORS = (
+    "answer has no 'Label:' line",
+    "unknown label ",
+    "answer has no 'Evidence:' line",
+    "evidence not in [[id]] format",
+    "extra text in answer",
+)
+
+
 class Verdict(Record):
-    """What an agent concluded: a label (None when it could not be parsed) and evidence ids."""
+    """What an agent concluded: a label (None when it could not be parsed) and evidence ids.
+
+    ``answered`` is True when an ``<answer>`` block was found. An unanswered verdict's
+    empty evidence is "no answer", not "cited nothing", and never earns IoU(∅, ∅) = 1.
+    """
 
     label: LabelField = None
     evidence_ids: list[str] = Field(default_factory=list)
     format_ok: bool = False
     format_errors: list[str] = Field(default_factory=list)
+    answered: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_answered(cls, data: Any) -> Any:
+        # Records written before ``answered`` existed, and verdicts built by hand without
+        # it, get it from what only an answer block yields: a label, evidence ids, or a
+        # complaint about the answer's content. ``Verdict()`` stays unanswered.
+        if isinstance(data, dict) and "answered" not in data:
+            errors = data.get("format_errors") or []
+            answered = (
+                data.get("label") is not None
+                or bool(data.get("evidence_ids"))
+                or any(isinstance(e, str) and e.startswith(ANSWER_CONTENT_ERRORS) for e in errors)
+            )
+            data = {**data, "answered": answered}
+        return data
 
 
 class Message(Record):

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from factrl.cli import _load_commands, app
 
-from _support import REPO
+from _support import REPO, LockHolderProcess
 
 pytest.importorskip("torch")
 _load_commands()
@@ -69,3 +69,52 @@ def test_eval_bad_dataset_row_is_a_clear_error(setup, tmp_path):
                             "--model", str(model), "--out", str(tmp_path / "run")])
     assert r.exit_code == 1
     assert "bad.jsonl:2" in r.output
+
+
+def _eval_args(setup, out, data=None):
+    model, index, claims = setup
+    return ["eval", "--dataset", "jsonl", "--data-dir", str(data or claims), "--index", str(index),
+            "--model", str(model), "--max-new-tokens", "8", "--batch-size", "2", "--out", str(out)]
+
+
+def test_eval_corrupt_trajectories_line_is_a_one_line_error(setup, tmp_path):
+    r = runner.invoke(app, _eval_args(setup, tmp_path) + ["--limit", "3"])
+    assert r.exit_code == 0, r.output
+    p = tmp_path / "trajectories.jsonl"
+    lines = p.read_text().splitlines()
+    lines[1] = "not json"
+    p.write_text("\n".join(lines) + "\n")
+    r = runner.invoke(app, _eval_args(setup, tmp_path))
+    assert r.exit_code == 1
+    assert r.exception is None or isinstance(r.exception, SystemExit)  # no traceback
+    err = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and err[0].startswith(f"error: {p}:2: not a trajectory record")
+
+
+def test_eval_on_a_directory_another_process_holds_fails_at_once(setup, tmp_path):
+    holder = LockHolderProcess(tmp_path)
+    try:
+        r = runner.invoke(app, _eval_args(setup, tmp_path))
+    finally:
+        holder.release()
+    assert r.exit_code == 1
+    assert f"in use by another run (pid {holder.pid} on " in r.output
+    assert not (tmp_path / "trajectories.jsonl").exists()
+
+
+def test_eval_with_no_claims_is_a_clear_error(setup, tmp_path):
+    r = runner.invoke(app, _eval_args(setup, tmp_path / "run") + ["--limit", "0"])
+    assert r.exit_code == 1 and "error: no claims" in r.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_eval_counts_skipped_rows(setup, tmp_path):
+    data = tmp_path / "claims.jsonl"
+    data.write_text('{"id": "a", "claim": "Rivers flow.", "label": "SUPPORT"}\n{"id": "b"}\n'
+                    '{"id": "c", "claim": "Seas are salty.", "label": "NEI"}\n')
+    r = runner.invoke(app, _eval_args(setup, tmp_path / "run", data) + ["--skip-bad-rows"])
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["n"] == 2 and m["skipped_rows"] == 1
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["skipped_rows"] == 1
+    assert "skipped" in (tmp_path / "run" / "report.md").read_text()

@@ -155,3 +155,19 @@ def test_document_context_gives_cited_documents_capped():
     claim = Claim(id="x", text="t", meta={"cited_doc_ids": ["d", "nile"]})
     assert [e.id for e in provide(claim)] == [f"d_sentence_{i}" for i in range(5)]
     assert [e.id for e in document_context(PASSAGES)(CLAIM)] == ["nile_sentence_0", "nile_sentence_1"]
+
+
+def test_parse_verdict_says_whether_an_answer_block_was_found():
+    assert not parse_verdict("<plan>p</plan><search>q</search>", online=True, max_searches=3).answered
+    assert not parse_verdict("free text only", online=False, max_searches=3).answered
+    # An <answer> whose label does not parse still counts as answered
+    v = parse_verdict("<think>t</think><answer>Label: maybe\nEvidence: [[a]]</answer>", online=False, max_searches=3)
+    assert v.answered and v.label is None and v.evidence_ids == ["a"]
+
+
+def test_nei_claim_without_an_answer_gets_no_reward():
+    nei = Claim(id="n1", text="The Nile is purple.", label="NEI")
+    lm = ScriptedLM(lambda ctx: "I am not sure.")
+    (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [nei], lm)
+    assert not traj.verdict.answered
+    assert traj.reward.components["evidence"] == 0.0 and traj.reward.total == 0.0

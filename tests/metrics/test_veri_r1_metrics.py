@@ -18,8 +18,8 @@ def claim(i: int, label: Label, gold: list[str]) -> Claim:
                  evidence=[EvidenceRef(id=g) for g in gold])
 
 
-def verdict(label: Label | None, ids: list[str], fmt: bool = True) -> Verdict:
-    return Verdict(label=label, evidence_ids=ids, format_ok=fmt)
+def verdict(label: Label | None, ids: list[str], fmt: bool = True, errors: tuple[str, ...] = ()) -> Verdict:
+    return Verdict(label=label, evidence_ids=ids, format_ok=fmt, format_errors=list(errors))
 
 
 #  #  gold  G          pred  P          fmt | label veri joint IoU
@@ -28,14 +28,15 @@ def verdict(label: Label | None, ids: list[str], fmt: bool = True) -> Verdict:
 #  3  R     {c1,c2}    R     {c1}       ok  |  ✓     ✗    ✗    1/2   (missed c2)
 #  4  R     {d1}       S     {d1}       bad |  ✗     ✗    ✗    1
 #  5  NEI   ∅          NEI   {y}        ok  |  ✓     ✓    ✓    0     (NEI relaxed)
-#  6  NEI   ∅          None  ∅          bad |  ✗     ✗    ✗    1     (IoU(∅,∅)=1)
+#  6  NEI   ∅          None  ∅          bad |  ✗     ✗    ✗    1     (IoU(∅,∅)=1: an <answer>
+#                                                                   whose label did not parse)
 PAIRS = [
     (claim(1, S, ["a1", "a2"]), verdict(S, ["a1", "a2"])),
     (claim(2, S, ["b1"]), verdict(S, ["b1", "x"])),
     (claim(3, R, ["c1", "c2"]), verdict(R, ["c1"])),
     (claim(4, R, ["d1"]), verdict(S, ["d1"], fmt=False)),
     (claim(5, N, []), verdict(N, ["y"])),
-    (claim(6, N, []), verdict(None, [], fmt=False)),
+    (claim(6, N, []), verdict(None, [], fmt=False, errors=("unknown label 'maybe'",))),
 ]
 
 
@@ -139,3 +140,33 @@ def test_bad_items_name_the_problem() -> None:
         compute_metrics([(verdict(S, []), claim(1, S, []))])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="'c7' has no gold label"):
         compute_metrics([(Claim(id="c7", text="t"), verdict(S, []))])
+
+
+def test_evidence_conventions_are_named_and_both_reported() -> None:
+    m = compute_metrics(PAIRS)
+    assert m["evidence_convention"] == "paper: IoU(empty, empty) = 1"
+    # Authors' way: IoU = 0 whenever G = ∅ (items 5, 6): (1 + 1/2 + 1/2 + 1 + 0 + 0) / 6
+    assert m["evidence_score_authors"] == pytest.approx(3 / 6)
+    json.dumps(m)
+
+
+def test_unanswered_and_errored_items_get_no_evidence_credit() -> None:
+    nei = claim(1, N, [])
+    silent = Verdict(label=None, format_ok=False, format_errors=["no <answer>"], answered=False)
+    s = score_item(N, [], silent)
+    assert (s.evidence_iou, s.evidence_iou_authors) == (0.0, 0.0)
+    # An answered NEI with no evidence keeps IoU(∅, ∅) = 1 (paper), 0 (authors)
+    s = score_item(N, [], Verdict(label=N, format_ok=True, answered=True))
+    assert (s.evidence_iou, s.evidence_iou_authors) == (1.0, 0.0)
+    # A crashed episode is scored as unanswered, whatever its verdict said
+    m = compute_metrics([traj(1, nei, verdict(N, []), error="reset failed: ValueError: x"), (nei, silent)])
+    assert m["evidence_score"] == 0.0 and m["errors"] == 1
+
+
+def test_records_written_before_answered_existed_infer_it() -> None:
+    legacy = json.dumps({"label": None, "evidence_ids": [], "format_ok": False, "format_errors": ["no <answer>"]})
+    assert not Verdict.model_validate_json(legacy).answered
+    legacy = json.dumps({"label": None, "evidence_ids": [], "format_ok": False,
+                         "format_errors": ["unknown label 'maybe'"]})
+    assert Verdict.model_validate_json(legacy).answered
+    assert Verdict(label=N).answered and not Verdict().answered

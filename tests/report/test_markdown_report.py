@@ -65,3 +65,19 @@ def test_rejects_a_dict_that_is_not_metrics() -> None:
         metrics_markdown({"n": 3}, title="x")
     with pytest.raises(ValueError, match="compute_metrics"):
         format_summary_line({})
+
+
+def test_markdown_shows_failure_counts_and_run_counts() -> None:
+    m = {**METRICS, "evidence_score_authors": 0.2, "evidence_convention": "paper: IoU(empty, empty) = 1",
+         "format_failures": {"no_answer": 3, "text_outside_tags": 0, "forged_information": 1,
+                             "unparseable_label": 0, "bad_evidence_ids": 2, "other": 0},
+         "episodes_with_format_failures": 5, "episode_errors": {"env_step/TimeoutError": 1},
+         "skipped_rows": 4, "duplicates_ignored": 2}
+    lines = metrics_markdown(m, title="t").splitlines()
+    assert "| evidence score, authors' convention (IoU 0 when gold is empty) | 0.200 |" in lines
+    assert "| episodes with format failures | 5 |" in lines
+    assert "| dataset rows skipped (malformed) | 4 |" in lines
+    assert "| duplicate records ignored | 2 |" in lines
+    assert "Format failures (episodes per kind): no answer 3, forged information 1, bad evidence ids 2.  " in lines
+    assert "Episode errors by type: env_step/TimeoutError 1.  " in lines
+    assert "Evidence score convention: paper: IoU(empty, empty) = 1." in lines

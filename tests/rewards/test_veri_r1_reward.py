@@ -235,3 +235,33 @@ def test_partial_format_credit_is_off_by_default_and_needs_a_parsed_label():
     assert veri_r1_reward(broken, "REFUTE", ["a"], config=cfg).total == 0.5
     unparsed = Verdict(label=None, format_ok=False)
     assert veri_r1_reward(unparsed, "REFUTE", ["a"], config=cfg).components["format"] == 0.0
+
+
+def test_no_answer_block_never_earns_the_empty_set_match() -> None:
+    # NEI gold, G = ∅, and the model never wrote <answer>: P = ∅ is silence, not "no
+    # evidence". IoU 0 (not IoU(∅, ∅) = 1), h = 1 (G empty), w = 1, label 0, format 0 → R = 0
+    from factrl.envs.veri_r1 import parse_verdict
+
+    silent = parse_verdict("<plan>think about it</plan>", online=True, max_searches=3)
+    assert not silent.answered
+    assert parts(veri_r1_reward(silent, N, [])) == (0.0, 1.0, 0.0, 1.0, 0.0, 0.0)
+    # With gold evidence the hit rate is 0/1 → w = 0 (the formula with P = ∅)
+    assert parts(veri_r1_reward(silent, S, ["a"])) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    # The authors' convention changes nothing here
+    assert veri_r1_reward(silent, N, [], config=VeriR1RewardConfig(empty_iou=0.0)).total == 0.0
+
+
+def test_answered_nei_without_evidence_keeps_the_paper_convention() -> None:
+    from factrl.envs.veri_r1 import parse_verdict
+
+    ans = parse_verdict("<plan>p</plan><answer>Label: NEI\nEvidence: none</answer>", online=True, max_searches=3)
+    assert ans.answered and ans.format_ok and ans.evidence_ids == []
+    # IoU(∅, ∅) = 1: R = 2 + 1 + 1
+    assert parts(veri_r1_reward(ans, N, [])) == (2.0, 1.0, 1.0, 1.0, 1.0, 4.0)
+
+
+def test_errored_nei_trajectory_earns_nothing() -> None:
+    # A crashed episode on an NEI claim (G = ∅) used to score IoU(∅, ∅) = 1 → R = 1.
+    traj = _traj(N, [], v(N, []), error="env step failed: TimeoutError: slow")
+    rb = veri_r1_trajectory_reward(traj)
+    assert rb.components["evidence"] == 0.0 and rb.total == 0.0

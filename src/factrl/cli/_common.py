@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+
+
+@dataclass(frozen=True)
+class ClaimSelection:
+    """The claims a command will use, and how many malformed rows ``--skip-bad-rows``
+    skipped on the way (runs record it: a skipped row is a claim not evaluated)."""
+
+    claims: list[Any]
+    skipped_rows: int
 
 
 def load_claims(
@@ -19,6 +29,21 @@ def load_claims(
     limit: int | None = None,
     ids: Path | None = None,
 ) -> list[Any]:
+    """The claims of :func:`select_claims`."""
+    return select_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced,
+                         limit=limit, ids=ids).claims
+
+
+def select_claims(
+    dataset: str,
+    data_dir: Path,
+    split: str,
+    *,
+    skip_bad_rows: bool = False,
+    balanced: bool = False,
+    limit: int | None = None,
+    ids: Path | None = None,
+) -> ClaimSelection:
     """Claims of a dataset split: malformed rows stop the command with file:line and
     reason (or are skipped and counted), optional id list, label interleaving, limit."""
     from factrl.datasets import DatasetFormatError, load_dataset
@@ -41,7 +66,16 @@ def load_claims(
         claims = [c for c in claims if c.id in wanted]
     if balanced:
         claims = interleave_labels(claims)
-    return claims if limit is None else claims[:limit]
+    return ClaimSelection(claims if limit is None else claims[:limit], len(loaded.errors))
+
+
+def require_claims(selection: ClaimSelection, data_dir: Path, split: str) -> None:
+    """Stop with a clear error when nothing is left to run on."""
+    if not selection.claims:
+        skipped = f"; {selection.skipped_rows} malformed rows skipped" if selection.skipped_rows else ""
+        typer.echo(f"error: no claims in {data_dir} (split {split!r}) after filters and --limit{skipped}",
+                   err=True)
+        raise typer.Exit(1)
 
 
 def offline_context(index: Any, max_sentences: int | None = 16) -> Callable[[Any], list[Any]] | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -11,8 +13,24 @@ from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, MODE_HELP, PA
 from factrl.cli.app import app
 
 
+@contextmanager
+def run_errors() -> Iterator[None]:
+    """Problems with the run directory or its input become one ``error:`` line and exit
+    status 1, not a traceback: the user can fix each of them."""
+    from factrl.evaluate import EmptyRunError, RunMismatchError, TrajectoryFileError
+    from factrl.runlock import RunLockedError
+
+    try:
+        yield
+    except (RunLockedError, TrajectoryFileError, RunMismatchError, EmptyRunError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 @app.command("eval")
+@run_errors()
 def eval_(
+    ctx: typer.Context,
     dataset: str = typer.Option(..., "--dataset", help="Dataset format, e.g. scifact or jsonl."),
     data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
     split: str = typer.Option("train", "--split"),
@@ -37,12 +55,18 @@ def eval_(
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import build_agent, build_scorer, index_info, load_claims
+    from factrl.cli._common import build_agent, build_scorer, index_info, require_claims, select_claims
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
+    from factrl.runlock import run_lock
 
-    claims = load_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
+    selection = select_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
+    require_claims(selection, data_dir, split)
+    claims = selection.claims
+    # Held until the command ends, taken before the index and model load so a second run
+    # on the same --out fails at once; evaluate() re-enters it.
+    ctx.with_resource(run_lock(out))
     idx = None
     if index is not None:
         from factrl.retrieval.index import load_index
@@ -57,6 +81,7 @@ def eval_(
         "index": str(index) if index else None, "index_info": index_info(idx), "model": model,
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
         "limit": limit, "context_sentences": context_sentences if idx is not None else None,
+        "skipped_rows": selection.skipped_rows,
     }
     evaluate(
         claims,

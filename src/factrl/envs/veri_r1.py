@@ -73,7 +73,7 @@ def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdic
     )
     content = last_block(model_text, "answer")
     if content is None:
-        return Verdict(label=None, evidence_ids=[], format_ok=False, format_errors=errors)
+        return Verdict(label=None, evidence_ids=[], format_ok=False, format_errors=errors, answered=False)
     parsed = parse_answer(content)
     errors.extend(parsed.errors)
     return Verdict(
@@ -81,6 +81,7 @@ def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdic
         evidence_ids=parsed.evidence_ids,
         format_ok=not errors,
         format_errors=errors,
+        answered=True,
     )
 
 

@@ -10,6 +10,8 @@ Empty sets, decided once here so rewards and metrics agree:
 - ``iou(∅, ∅) = 1``: a claim without gold evidence (typically NEI) answered with no
   evidence is an exact match. (The Veri-R1 authors' released reward code scores it 0; the
   reward config can reproduce that, see :class:`factrl.rewards.VeriR1RewardConfig`.)
+  Only an episode that answered gets here: one with no ``<answer>`` block (or one that
+  crashed) scores evidence 0 in the reward and metrics, never IoU(∅, ∅).
 - ``hit_rate(P, ∅) = 1``: nothing was required, so nothing was missed.
 - ``covers(P, ∅)`` is True, ``exact(∅, ∅)`` is True.
 """

@@ -7,10 +7,19 @@ Per item, with P the predicted and G the gold evidence-id sets:
 - joint: label correct AND P == G;
 - for NEI gold, verification and joint need only the correct label (the paper relaxes
   evidence for NEI); CONFLICTING gold needs its evidence like SUPPORT/REFUTE;
-- evidence score: IoU(P, G), with IoU(∅, ∅) = 1.
+- evidence score: IoU(P, G), with IoU(∅, ∅) = 1 (the paper's convention, reported as
+  ``evidence_score`` with ``evidence_convention`` naming it). The Veri-R1 authors' code
+  scores IoU = 0 whenever G = ∅; ``evidence_score_authors`` is computed that way, for
+  comparisons with the paper's tables. The two differ only on items without gold
+  evidence (typically NEI).
 
 Episodes that ended in an error count as wrong (no label, no evidence, bad format), never
-dropped: dropping them would flatter a system that crashes on hard claims.
+dropped: dropping them would flatter a system that crashes on hard claims. An episode
+without an ``<answer>`` block, or one that errored, has evidence IoU 0 under both
+conventions: it did not answer "no evidence", it did not answer at all.
+
+Format failures by kind and episode errors by type are counted too
+(:mod:`factrl.metrics.failures`).
 """
 
 from __future__ import annotations
@@ -22,9 +31,13 @@ from typing import Any
 from factrl.labels import Label
 from factrl.metrics.classification import macro_f1, majority_baseline, ordered_labels
 from factrl.metrics.evidence import covers, evidence_set, exact, iou
+from factrl.metrics.failures import FailureCounts
 from factrl.types import Claim, Trajectory, Verdict
 
-__all__ = ["ItemScore", "score_item", "compute_metrics", "MetricItem"]
+__all__ = ["ItemScore", "score_item", "compute_metrics", "MetricItem", "EVIDENCE_CONVENTION"]
+
+# The convention of ``evidence_score``, written into every metrics dict.
+EVIDENCE_CONVENTION = "paper: IoU(empty, empty) = 1"
 
 # What compute_metrics accepts per item.
 MetricItem = Trajectory | tuple[Claim, Verdict]
@@ -40,6 +53,8 @@ class ItemScore:
     verified: bool
     joint: bool
     evidence_iou: float
+    # IoU as the Veri-R1 authors' code computes it: 0 whenever gold evidence is empty.
+    evidence_iou_authors: float
     has_gold_evidence: bool
     format_ok: bool
     error: bool = False
@@ -54,47 +69,69 @@ def score_item(
     error: bool = False,
     reward: float | None = None,
 ) -> ItemScore:
-    """Judge one verdict; with ``error`` set the verdict is ignored and scored as empty."""
+    """Judge one verdict; with ``error`` set the verdict is ignored and scored as empty.
+    An unanswered verdict (no ``<answer>`` block) or an errored one gets evidence IoU 0."""
     if error:
-        verdict = Verdict()
+        verdict = Verdict(answered=False)
     pred = verdict.evidence_ids
     correct = verdict.label is not None and verdict.label == gold_label
     nei = gold_label is Label.NEI
+    has_gold = bool(evidence_set(gold_evidence))
+    overlap = iou(pred, gold_evidence) if verdict.answered else 0.0
     return ItemScore(
         gold_label=gold_label,
         pred_label=verdict.label,
         label_correct=correct,
         verified=correct and (nei or covers(pred, gold_evidence)),
         joint=correct and (nei or exact(pred, gold_evidence)),
-        evidence_iou=iou(pred, gold_evidence),
-        has_gold_evidence=bool(evidence_set(gold_evidence)),
+        evidence_iou=overlap,
+        evidence_iou_authors=overlap if has_gold else 0.0,
+        has_gold_evidence=has_gold,
         format_ok=verdict.format_ok,
         error=error,
         reward=reward,
     )
 
 
-def _score(i: int, item: Any) -> ItemScore:
+@dataclass(frozen=True)
+class _Item:
+    """One input item, unpacked: what scoring and failure counting need."""
+
+    claim: Claim
+    verdict: Verdict
+    error: str | None
+    reward: float | None
+    shown_ids: Sequence[str]
+
+
+def _unpack(i: int, item: Any) -> _Item:
     if isinstance(item, Trajectory):
-        claim, verdict, error = item.claim, item.verdict, item.error is not None
         r = item.reward
         # A default RewardBreakdown (no components, total 0) means "not scored".
         reward = r.total if (r.components or r.total) else None
+        out = _Item(item.claim, item.verdict, item.error, reward, item.retrieved_ids)
     elif isinstance(item, (tuple, list)) and len(item) == 2:
         claim, verdict = item
-        error, reward = False, None
         if not isinstance(claim, Claim) or not isinstance(verdict, Verdict):
             raise TypeError(
                 f"item {i}: expected (Claim, Verdict), got "
                 f"({type(claim).__name__}, {type(verdict).__name__})"
             )
+        out = _Item(claim, verdict, None, None, ())
     else:
         raise TypeError(
             f"item {i}: expected a Trajectory or a (Claim, Verdict) pair, got {type(item).__name__}"
         )
-    if claim.label is None:
-        raise ValueError(f"item {i}: claim {claim.id!r} has no gold label")
-    return score_item(claim.label, claim.evidence_ids, verdict, error=error, reward=reward)
+    if out.claim.label is None:
+        raise ValueError(f"item {i}: claim {out.claim.id!r} has no gold label")
+    return out
+
+
+def _score(it: _Item) -> ItemScore:
+    assert it.claim.label is not None  # checked in _unpack
+    return score_item(
+        it.claim.label, it.claim.evidence_ids, it.verdict, error=it.error is not None, reward=it.reward
+    )
 
 
 def _mean(xs: Sequence[float | bool]) -> float | None:
@@ -121,13 +158,25 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     ``{gold label: {n, label_acc, verification_acc, joint_acc, evidence_score}}``, and
     ``mean_reward`` only when some item carries a reward. Rates are ``None`` when
     there is nothing to average (e.g. empty input).
+
+    Also ``evidence_convention`` (:data:`EVIDENCE_CONVENTION`, the convention of
+    ``evidence_score``), ``evidence_score_authors`` (IoU = 0 whenever gold is empty, as
+    the Veri-R1 authors' code computes it), ``format_failures`` ``{kind: episodes}``,
+    ``episodes_with_format_failures`` and ``episode_errors`` ``{stage/ExceptionType:
+    episodes}`` (see :mod:`factrl.metrics.failures`).
     """
-    scores = [_score(i, it) for i, it in enumerate(items)]
+    unpacked = [_unpack(i, it) for i, it in enumerate(items)]
+    scores = [_score(it) for it in unpacked]
+    failures = FailureCounts()
+    for it in unpacked:
+        failures.add(it.verdict, error=it.error, shown_ids=it.shown_ids)
     gold = [s.gold_label for s in scores]
     pred = [s.pred_label for s in scores]
     base = majority_baseline(gold)
     out = _rates(scores)
     out.update(
+        evidence_convention=EVIDENCE_CONVENTION,
+        evidence_score_authors=_mean([s.evidence_iou_authors for s in scores]),
         evidence_score_with_gold=_mean([s.evidence_iou for s in scores if s.has_gold_evidence]),
         format_ok_rate=_mean([s.format_ok for s in scores]),
         macro_f1=macro_f1(gold, pred),
@@ -141,6 +190,7 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
             for lab in ordered_labels(gold)
         },
     )
+    out.update(failures.to_dict())
     rewards = [s.reward for s in scores if s.reward is not None]
     if rewards:
         out["mean_reward"] = sum(rewards) / len(rewards)

@@ -18,11 +18,15 @@ _OVERALL = (
     ("verification_acc", "verification accuracy"),
     ("joint_acc", "joint accuracy"),
     ("evidence_score", "evidence score (mean IoU)"),
+    ("evidence_score_authors", "evidence score, authors' convention (IoU 0 when gold is empty)"),
     ("evidence_score_with_gold", "evidence score, items with gold evidence"),
     ("format_ok_rate", "format ok"),
     ("macro_f1", "macro-F1"),
     ("mean_reward", "mean reward"),
     ("errors", "episodes ended in error (counted wrong)"),
+    ("episodes_with_format_failures", "episodes with format failures"),
+    ("skipped_rows", "dataset rows skipped (malformed)"),
+    ("duplicates_ignored", "duplicate records ignored"),
 )
 _PER_LABEL = ("n", "label_acc", "verification_acc", "joint_acc", "evidence_score")
 
@@ -62,6 +66,23 @@ def format_summary_line(metrics: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _counts(counts: Mapping[str, int], *, words: bool = False) -> str:
+    shown = [f"{k.replace('_', ' ') if words else k} {v}" for k, v in counts.items() if v]
+    return ", ".join(shown) if shown else "none"
+
+
+def _failure_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """Failures by kind and errors by type, one line each (absent in older runs)."""
+    out: list[str] = []
+    if "format_failures" in metrics:
+        out.append(f"Format failures (episodes per kind): {_counts(metrics['format_failures'], words=True)}.")
+    if "episode_errors" in metrics:
+        out.append(f"Episode errors by type: {_counts(metrics['episode_errors'])}.")
+    if "evidence_convention" in metrics:
+        out.append(f"Evidence score convention: {metrics['evidence_convention']}.")
+    return ["", *(f"{line}  " for line in out[:-1]), *out[-1:]] if out else []
+
+
 def metrics_markdown(metrics: Mapping[str, Any], *, title: str) -> str:
     """A compact report: overall table, per-gold-label table and the majority baseline."""
     _check(metrics)
@@ -69,6 +90,7 @@ def metrics_markdown(metrics: Mapping[str, Any], *, title: str) -> str:
     for key, name in _OVERALL:
         if key in metrics:
             lines.append(f"| {name} | {_cell(metrics[key])} |")
+    lines += _failure_lines(metrics)
 
     per_label: Mapping[str, Mapping[str, Any]] = metrics.get("per_label") or {}
     if per_label:

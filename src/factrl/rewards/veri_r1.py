@@ -12,7 +12,11 @@ and a format bonus.
   gold is treated like SUPPORT/REFUTE: its label reward needs the evidence.
 
 The formula is applied literally even when the output broke the format: only R_format
-drops to 0, the label and evidence are scored from whatever was parsed.
+drops to 0, the label and evidence are scored from whatever was parsed. The one exception
+is an episode with no ``<answer>`` block at all (``verdict.answered`` False, or an
+episode that ended in an error): it cited nothing, so P = ∅ and R_evidence = 0 even when
+G = ∅ — otherwise a model that never answers would earn IoU(∅, ∅) = 1 on every NEI claim.
+h and w_validity follow from P = ∅ as the formula gives them.
 
 Where the Veri-R1 authors' released reward code differs from the paper, the paper wins
 by default and :class:`VeriR1RewardConfig` has a flag for the code's behaviour: their
@@ -94,9 +98,14 @@ def veri_r1_reward(
         raise ValueError("veri_r1_reward needs a gold label; got None")
     gold = normalise_label(gold_label)
     p, g = evidence_set(verdict.evidence_ids), evidence_set(gold_evidence)
+    if not verdict.answered:
+        p = frozenset()  # no answer block: nothing was cited
     hits = len(p & g)
     union = len(p | g)
-    r_evidence = hits / union if union else config.empty_iou
+    if not verdict.answered:
+        r_evidence = 0.0  # IoU(∅, ∅) = 1 rewards a correct "no evidence", not silence
+    else:
+        r_evidence = hits / union if union else config.empty_iou
     h = hits / len(g) if g else 1.0
     w = validity_weight(gold, h, config=config)
     correct = verdict.label is not None and verdict.label == gold
@@ -135,10 +144,10 @@ def veri_r1_trajectory_reward(
 
     if traj.claim.label is None:
         raise ValueError(f"claim {traj.claim_id!r} has no gold label; cannot compute a reward")
-    verdict = Verdict() if traj.error else traj.verdict
+    verdict = Verdict(answered=False) if traj.error else traj.verdict
     rb = veri_r1_reward(verdict, traj.claim.label, traj.claim.evidence_ids, config=config)
     item = score_item(traj.claim.label, traj.claim.evidence_ids, verdict, error=traj.error is not None)
-    cover = traj.error is None and evidence_set(traj.claim.evidence_ids) <= evidence_set(verdict.evidence_ids)
+    cover = traj.error is None and verdict.answered and evidence_set(traj.claim.evidence_ids) <= evidence_set(verdict.evidence_ids)
     rb.components.update(
         label_correct=float(item.label_correct), evidence_cover=float(cover), verified=float(item.verified)
     )
