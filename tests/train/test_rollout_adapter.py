@@ -57,3 +57,18 @@ def test_reward_functions_read_columns_and_weight_only_the_total():
     assert [f.__name__ for f in funcs] == list(REWARD_COLUMNS)
     assert weights[0] == 1.0 and sum(weights) == 1.0
     assert funcs[1](["a", "b"], reward_label=[2, 0], reward_total=[1, 1]) == [2.0, 0.0]
+
+
+def test_columns_carry_the_curves_the_paper_plots():
+    """Evidence cover rate and verification accuracy per rollout (Veri-R1 §4.2, Figure 4)."""
+    def half(ctx):  # cites nothing: label right, evidence not covered, not verified
+        if ctx.count("<information>") < 2:
+            return "<plan>p</plan><search>Nile north</search>"
+        return "<think>t</think><answer>Label: SUPPORT\nEvidence: </answer>"
+
+    good = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], ScriptedLM(respond))
+    bad = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], ScriptedLM(half))
+    out = trajectories_to_trl(good + bad, eos_token_id=EOS, reward=VERI_R1)
+    assert {"evidence_cover", "verified", "label_correct"} <= set(REWARD_COLUMNS)
+    assert out["evidence_cover"] == [1.0, 0.0] and out["verified"] == [1.0, 0.0]
+    assert out["label_correct"] == [1.0, 1.0]

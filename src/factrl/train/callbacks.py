@@ -79,7 +79,7 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 CURVE_PANELS: list[tuple[str, str, tuple[float, float] | None, list[tuple[str, str]]]] = [
     ("Rollout rewards", "mean reward", None, [
         ("rewards/reward_total/mean", "total"),
-        ("rewards/reward_label/mean", "label × validity"),
+        ("rewards/reward_label/mean", "label (2 if correct)"),
         ("rewards/reward_evidence/mean", "evidence IoU"),
         ("rewards/reward_format/mean", "format"),
     ]),

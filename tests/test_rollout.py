@@ -1,0 +1,113 @@
+"""The batched driver: an episode's result does not depend on its batch, and episodes of
+different environments batch together."""
+
+import pytest
+
+from factrl.envs.base import EpisodeResult, StepResult
+from factrl.envs.veri_r1 import VeriR1Env
+from factrl.lm.scripted import ScriptedLM
+from factrl.rollout import Job, RolloutConfig, run_episodes, run_jobs
+from factrl.types import Claim, EvidenceRef, Message, Passage, Verdict
+
+from _support import WordOverlapRetriever
+
+PASSAGES = [Passage(id="nile#0", doc_id="nile", title="Nile", text="It flows north.",
+                    sentence_ids=["nile_sentence_0"], sentences=["It flows north."])]
+SHORT = Claim(id="short", text="The Nile flows north.", label="SUPPORT", evidence=[EvidenceRef(id="nile_sentence_0")])
+LONG = Claim(id="long", text="Rivers are long.", label="NEI")
+ANSWER = ("<think>" + "The Nile runs from the south to the Mediterranean. " * 6 + "</think>\n"
+          "<answer>\nLabel: SUPPORT\nEvidence: [[nile_sentence_0]]\n</answer>")
+
+
+def respond(context: str) -> str:
+    if "Rivers are long." in context:  # a long first turn that fills most of its budget
+        return "<plan>" + "x" * 480 + "</plan><search>Nile north</search>"
+    if context.count("<information>") < 2:
+        return "<plan>p</plan><search>Nile north</search>"
+    return ANSWER
+
+
+def make_env():
+    return VeriR1Env(WordOverlapRetriever(PASSAGES))
+
+
+CFG = RolloutConfig(max_new_tokens=512, max_total_tokens=700, batch_size=8)
+
+
+def _key(t):
+    return (t.prompt_ids, t.completion_ids, t.completion_mask, [x.text for x in t.turns], t.verdict, t.reward)
+
+
+def test_an_episode_is_the_same_alone_and_beside_a_long_one():
+    (alone,) = run_episodes(make_env, [SHORT], ScriptedLM(respond), CFG)
+    assert len(ANSWER) > 300 and alone.reward.total == pytest.approx(4.0)
+    for batch in ([LONG, SHORT], [SHORT, LONG, LONG], [LONG] * 5 + [SHORT]):
+        trajs = run_episodes(make_env, batch, ScriptedLM(respond), CFG)
+        ours = next(t for t in trajs if t.claim_id == "short")
+        assert _key(ours) == _key(alone)
+        long = next(t for t in trajs if t.claim_id == "long")
+        assert sum(len(x.token_ids) for x in long.turns) > 500  # the neighbour did use its budget
+
+
+def test_each_episode_keeps_its_own_total_budget():
+    cfg = RolloutConfig(max_new_tokens=512, max_total_tokens=560)
+    (long,) = run_episodes(make_env, [LONG], ScriptedLM(respond), cfg)
+    assert sum(len(x.token_ids) for x in long.turns) <= 560 + 200  # at most one observation past it
+    assert long.turns[-1].source == "env" or long.turns[-1].finish_reason == "length"
+
+
+class Shout:
+    """A one-turn toy environment with other stop strings than Veri-R1's."""
+
+    name = "shout"
+    stop = ("!",)
+    max_turns = 1
+    default_reward = "veri_r1"
+
+    def reset(self, claim):
+        self.text = ""
+        return [Message(role="user", content=f"Shout about {claim.text}")]
+
+    def step(self, text):
+        self.text = text
+        return StepResult(observation=None, done=True)
+
+    def result(self):
+        return EpisodeResult(verdict=self.parse_verdict(self.text))
+
+    def parse_verdict(self, text):
+        return Verdict(label="SUPPORT" if text.endswith("!") else None, answered=True)
+
+
+def test_episodes_of_different_environments_share_generate_calls():
+    def respond_any(context):
+        return "HEY! and more" if "Shout about" in context else respond(context)
+
+    lm = ScriptedLM(respond_any)
+    jobs = [Job(make_env, SHORT), Job(Shout, SHORT), Job(Shout, LONG)]
+    trajs = run_jobs(jobs, lm, CFG)
+    assert lm.calls == 2  # two rounds (Veri-R1 needs two turns; the shouts ride in the first), not a call per env
+    assert [t.env for t in trajs] == ["veri_r1", "shout", "shout"]
+    assert trajs[1].model_text == "HEY!"  # its own stop string
+    assert trajs[0].reward.total == pytest.approx(4.0) and trajs[0].model_text.endswith("</answer>")
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    pytest.importorskip("torch")
+    from factrl.lm.hf import HFLM
+    from factrl.lm.tiny import build_tiny_model
+
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny"), layers=2, hidden=64, heads=4)
+    return HFLM.load(str(path))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_real_model_gives_the_same_episode_in_any_batch(tiny_lm, temperature):
+    claims = [Claim(id=f"c{i}", text="word " * (3 + 7 * i), label="SUPPORT") for i in range(4)]
+    cfg = RolloutConfig(temperature=temperature, max_new_tokens=24, max_total_tokens=60, seed=5, batch_size=4)
+    batched = run_episodes(make_env, claims, tiny_lm, cfg)
+    for claim, together in zip(claims, batched):
+        (alone,) = run_episodes(make_env, [claim], tiny_lm, cfg)
+        assert alone.completion_ids == together.completion_ids
+        assert alone.reward == together.reward
