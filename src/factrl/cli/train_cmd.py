@@ -35,6 +35,7 @@ def grpo(
     config: str = typer.Option(..., "--config", help="A TOML file or a preset name (factrl train presets)."),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: --set grpo.max_steps=10 (repeatable)."),
     out: Path = typer.Option(None, "--out", help="Output directory (default: the config's output_dir)."),
+    agent: str = typer.Option(None, "--agent", help="The agent to train (default: the config's env.name)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the output dir."),
     eval_held_out: bool = typer.Option(
         False, "--eval-held-out", help="Evaluate the held-out claims before and after training (greedy)."
@@ -47,6 +48,8 @@ def grpo(
     overrides = _parse_sets(set_)
     if out is not None:
         overrides["output_dir"] = str(out)
+    if agent is not None:
+        overrides["env.name"] = agent
     try:
         cfg = load_run_config(config, overrides)
     except ValueError as exc:

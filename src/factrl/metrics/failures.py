@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from factrl.metrics.evidence import evidence_set
 from factrl.types import Verdict
@@ -47,14 +47,7 @@ FailureKind = Literal[
     "bad_evidence_ids",
     "other",
 ]
-FORMAT_FAILURE_KINDS: tuple[FailureKind, ...] = (
-    "no_answer",
-    "text_outside_tags",
-    "forged_information",
-    "unparseable_label",
-    "bad_evidence_ids",
-    "other",
-)
+FORMAT_FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
 # (message prefix, kind), matched case-insensitively on the start of the message.
 _PREFIXES: tuple[tuple[str, FailureKind], ...] = (
