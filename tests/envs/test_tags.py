@@ -3,7 +3,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrl.envs.tags import check_protocol, last_block, parse_answer, parse_evidence_ids, scan_blocks
+from factrl.envs.tags import MAX_TAGS, check_protocol, last_block, parse_answer, parse_evidence_ids, scan_blocks
 from factrl.labels import Label
 
 ONLINE = dict(allowed=("plan", "search", "think", "answer"), first="plan", once=("plan",), max_counts={"search": 3})
@@ -191,7 +191,9 @@ def test_hostile_text_results():
     assert a.errors[2].startswith("extra text in answer: '[[[[")
     assert scan_blocks("\n" * 100_000) == ([], [])
     blocks, errors = scan_blocks("<answer>" * 12_500)
-    assert blocks == [] and len(errors) == 12_500 and errors[-1] == "<answer> is never closed"
+    # Past MAX_TAGS tags the rest is not checked: said once, first.
+    assert blocks == [] and len(errors) == MAX_TAGS + 1 and errors[-1] == "<answer> is never closed"
+    assert errors[0] == f"12500 tags (more than {MAX_TAGS}); only the first {MAX_TAGS} were checked"
     assert last_block("<answer>" * 12_500, "answer") is None
     a = parse_answer("Label: " + " \n" * 40_000)
     assert a.label is None and a.errors == ["unknown label ''", "answer has no 'Evidence:' line"]

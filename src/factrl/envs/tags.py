@@ -40,7 +40,11 @@ _EVIDENCE_KEY = re.compile(r"evidence\s*(?:\*+\s*)?:", re.IGNORECASE)
 _MAX_LABEL_CHARS = 200  # longer than any spelling: not worth normalising
 
 
-@dataclass(frozen=True)
+# Tags checked per text at most (see scan_blocks).
+MAX_TAGS = 8192
+
+
+@dataclass(frozen=True, slots=True)
 class TagBlock:
     """A well-formed ``<name>content</name>`` block at ``[start, end)`` of the text."""
 
@@ -61,6 +65,12 @@ def scan_blocks(text: str) -> tuple[list[TagBlock], list[str]]:
     # [text before the 1st tag, 1st tag, its '/', its name, text before the 2nd tag, ...]:
     # one C-level pass, no match object per tag (texts can hold tens of thousands).
     parts = _TAG.split(text)
+    n_tags = (len(parts) - 1) // 4
+    if n_tags > MAX_TAGS:
+        # No episode of any protocol needs this many: a degenerate output is a format
+        # error, and checking only the first MAX_TAGS keeps scoring time bounded.
+        errors.append(f"{n_tags} tags (more than {MAX_TAGS}); only the first {MAX_TAGS} were checked")
+        parts = parts[: 4 * MAX_TAGS + 1]
     open_name: str | None = None
     open_start = content_start = end = 0
     for i in range(1, len(parts), 4):
