@@ -205,3 +205,20 @@ def test_every_label_in_the_data_normalises(name: str) -> None:
             failures.append(str(exc).split(";")[0])
     assert not failures, f"{name}: {failures}"
     assert mapped <= allowed, f"{name}: {sorted(spellings)} mapped to {mapped}"
+
+
+def test_grades_normalise_and_map_to_labels() -> None:
+    from factrl.labels import GRADE_LABELS, Grade, normalise_grade
+
+    assert normalise_grade("half") is Grade.HALF_TRUE  # RAWFC
+    assert normalise_grade("half-true") is Grade.HALF_TRUE
+    assert normalise_grade("pants-fire") is normalise_grade("Pants on Fire") is Grade.PANTS_FIRE
+    assert normalise_grade("Mostly True") is Grade.MOSTLY_TRUE and normalise_grade("barely_true") is Grade.BARELY_TRUE
+    assert {g: GRADE_LABELS[g] for g in Grade} == {
+        Grade.TRUE: S, Grade.MOSTLY_TRUE: S, Grade.HALF_TRUE: C,
+        Grade.BARELY_TRUE: R, Grade.FALSE: R, Grade.PANTS_FIRE: R,
+    }
+    with pytest.raises(UnknownLabelError, match="unknown grade 'sort of'"):
+        normalise_grade("sort of")
+    with pytest.raises(UnknownLabelError, match="grade must be a string"):
+        normalise_grade(3)  # type: ignore[arg-type]

@@ -24,6 +24,18 @@ def test_jsonl_reader_splits_and_numbers_sentences(tmp_path: Path) -> None:
     assert docs[1].title == "" and docs[1].sentence_ids == ["b_sentence_0"]
 
 
+def test_jsonl_rows_may_list_their_sentences_and_ids(tmp_path: Path) -> None:
+    rows = [
+        {"id": "Global warming", "title": "Global warming", "text": "ignored. Not split.",
+         "sentences": ["Temperatures rose 1.1 °C. Since 1900 too.", "Ice melts."], "sentence_ids": ["Global warming:14", "Global warming:178"]},
+        {"id": "d", "sentences": ["One. Two."]},
+    ]
+    a, b = read_corpus(write_lines(tmp_path / "c.jsonl", rows), "jsonl")
+    assert a.sentences == ["Temperatures rose 1.1 °C. Since 1900 too.", "Ice melts."]  # one for one, not re-split
+    assert a.sentence_ids == ["Global warming:14", "Global warming:178"]
+    assert b.sentences == ["One. Two."] and b.sentence_ids == ["d_sentence_0"]
+
+
 def test_jsonl_reader_is_lazy(tmp_path: Path) -> None:
     p = write_lines(tmp_path / "c.jsonl", [{"id": "a", "text": "Fine."}, "{not json"])
     it = read_corpus(p, "jsonl")
@@ -74,6 +86,12 @@ BAD_ROWS = [
     ({"id": "a", "text": ""}, "field 'text' is empty"),
     ({"id": "a", "text": ["list"]}, "field 'text' must be a string"),
     ({"id": "a", "title": 3, "text": "ok"}, "field 'title' must be a string"),
+    ({"id": "a", "sentences": []}, "'sentences' must be a non-empty list"),
+    ({"id": "a", "sentences": ["ok", " "]}, "'sentences' item 1 must be a non-empty string"),
+    ({"id": "a", "sentences": ["x", "y"], "sentence_ids": ["p"]}, "'sentence_ids' must be a list of 2 ids"),
+    ({"id": "a", "sentences": ["x", "y"], "sentence_ids": ["p", "p"]}, "'sentence_ids' repeats an id"),
+    ({"id": "a", "sentences": ["x"], "sentence_ids": [3]}, "'sentence_ids' item 0 must be a non-empty string"),
+    ({"id": "a", "text": "x", "sentence_ids": ["p"]}, "needs a 'sentences' list"),
 ]
 
 

@@ -3,7 +3,8 @@
 Formats (see ``docs/formats.md``):
 
 * ``jsonl`` — ``{"id", "title"?, "text"}`` per line; text is split with
-  :func:`~factrl.corpus.sentences.split_sentences`; ids ``<id>_sentence_<i>``.
+  :func:`~factrl.corpus.sentences.split_sentences`; ids ``<id>_sentence_<i>``. A row may
+  instead list ``"sentences"`` (kept one for one, not split) and ``"sentence_ids"``.
 * ``contents`` — Search-R1 / FlashRAG ``{"id", "contents"}`` where ``contents`` is
   ``"Title"\\ntext``; same ids as ``jsonl``.
 * ``scifact`` — SciFact ``{"doc_id", "title", "abstract": [sentences], ...}``; sentences are
@@ -135,9 +136,36 @@ def _document(doc_id: str, title: str, sentences: list[str], prefix: str) -> Doc
     )
 
 
+def _given_sentences(row: dict[str, Any], doc_id: str, title: str) -> Document:
+    """A row that lists its own ``sentences`` (and optionally ``sentence_ids``): kept one
+    for one, no splitting, so ids chosen by whoever wrote the corpus survive (pooled
+    evidence corpora, ``factrl corpus pool``)."""
+    sentences = row["sentences"]
+    if not isinstance(sentences, list) or not sentences:
+        raise _BadRow("field 'sentences' must be a non-empty list of strings")
+    for i, sent in enumerate(sentences):
+        if not isinstance(sent, str) or not sent.strip():
+            raise _BadRow(f"field 'sentences' item {i} must be a non-empty string")
+    ids = row.get("sentence_ids")
+    if ids is None:
+        return _document(doc_id, title, [s.strip() for s in sentences], doc_id)
+    if not isinstance(ids, list) or len(ids) != len(sentences):
+        raise _BadRow(f"field 'sentence_ids' must be a list of {len(sentences)} ids, one per sentence")
+    for i, sid in enumerate(ids):
+        if not isinstance(sid, str) or not sid.strip():
+            raise _BadRow(f"field 'sentence_ids' item {i} must be a non-empty string")
+    if len(set(ids)) != len(ids):
+        raise _BadRow("field 'sentence_ids' repeats an id")
+    return Document(id=doc_id, title=title, sentences=[s.strip() for s in sentences], sentence_ids=[s.strip() for s in ids])
+
+
 def _parse_jsonl(row: dict[str, Any]) -> Document:
     doc_id = _id_field(row, "id")
     title = _text_field(row, "title", required=False).strip()
+    if "sentences" in row:
+        return _given_sentences(row, doc_id, title)
+    if "sentence_ids" in row:
+        raise _BadRow("field 'sentence_ids' needs a 'sentences' list beside it")
     text = _text_field(row, "text")
     return _document(doc_id, title, split_sentences(text), doc_id)
 

@@ -42,3 +42,29 @@ def label_value(raw: Any, where: str = "label") -> Label:
     except UnknownLabelError as exc:
         # Keep the message short: the full alias list is in labels.LABEL_ALIASES.
         raise BadRow(f"{where}: unknown label {raw!r}" if isinstance(raw, str) else f"{where}: {exc}") from None
+
+
+def int_field(row: dict[str, Any], name: str, *, minimum: int = 0) -> int:
+    value = require(row, name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise BadRow(f"field {name!r} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def list_field(row: dict[str, Any], name: str, *, required: bool = True) -> list[Any]:
+    if not required and row.get(name) is None:
+        return []
+    value = require(row, name)
+    if not isinstance(value, list):
+        raise BadRow(f"field {name!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def optional_label(row: dict[str, Any], name: str = "label") -> Label | None:
+    """The normalised label, or None when the row has none (unlabelled test splits)."""
+    raw = row.get(name)
+    return None if raw is None or raw == "" else label_value(raw, f"field {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from factrl.corpus.errors import OnError, RowError, RowFormatError
@@ -48,6 +48,8 @@ DATASETS: Registry[type[DatasetLoader]] = Registry("dataset")
 DATASETS.register_lazy("scifact", "factrl.datasets.scifact")
 DATASETS.register_lazy("jsonl", "factrl.datasets.jsonl")
 DATASETS.register_lazy("veri_r1_parquet", "factrl.datasets.veri_r1_parquet")
+for _name in ("fever", "feverous", "feverous_s", "hover", "exfever", "averitec", "climate_fever", "checkwhy", "haris", "news_graded"):
+    DATASETS.register_lazy(_name, f"factrl.datasets.{_name}")
 
 
 def load_dataset(
@@ -85,17 +87,24 @@ class RowCollector:
 
 
 def collect_claims(
-    path: Path, parse: Callable[[dict[str, Any]], Claim], on_error: OnError, limit: int | None
+    path: Path,
+    parse: Callable[[dict[str, Any]], Claim],
+    on_error: OnError,
+    limit: int | None,
+    *,
+    rows: Iterable[tuple[int, Any]] | None = None,
 ) -> LoadResult:
-    """The row loop every JSONL claim loader shares: parse each object with ``parse``
-    (which raises ``BadRow`` on bad input), refuse duplicate ids, and raise or record
-    bad rows with file and line, stopping at ``limit`` claims."""
+    """The row loop every claim loader shares: parse each object with ``parse`` (which
+    raises ``BadRow`` on bad input), refuse duplicate ids, and raise or record bad rows
+    with file and line, stopping at ``limit`` claims. ``rows`` are ``(line, value)`` pairs
+    (default: the JSON lines of ``path``; see ``factrl.datasets._records`` for arrays and
+    CSV), a value being a ``RowError`` where the row could not be read."""
     from factrl.corpus import iter_json_lines
     from factrl.datasets._fields import BadRow
 
     out = RowCollector(on_error, limit)
     seen: set[str] = set()
-    for line_no, value in iter_json_lines(path):
+    for line_no, value in iter_json_lines(path) if rows is None else rows:
         if out.full:
             break
         if isinstance(value, RowError):
