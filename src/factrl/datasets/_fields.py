@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from factrl.labels import Label, UnknownLabelError, normalise_label
@@ -68,3 +69,23 @@ def optional_label(row: dict[str, Any], name: str = "label") -> Label | None:
     """The normalised label, or None when the row has none (unlabelled test splits)."""
     raw = row.get(name)
     return None if raw is None or raw == "" else label_value(raw, f"field {name!r}")
+
+
+class TextIds:
+    """Stable ids for evidence a file ships as bare text: the ``k``-th distinct text of a
+    group (a page, a variant), in the order first seen, is ``make(group, k)``. The same
+    text in one group always gets the same id, so texts repeated across claims pool into
+    one corpus unit; ids depend only on the file's row order."""
+
+    def __init__(self, make: Callable[[str, int], str]) -> None:
+        self._make = make
+        self._ids: dict[tuple[str, str], str] = {}
+        self._count: dict[str, int] = {}
+
+    def get(self, group: str, text: str) -> str:
+        key = (group, text)
+        if key not in self._ids:
+            n = self._count.get(group, 0)
+            self._count[group] = n + 1
+            self._ids[key] = self._make(group, n)
+        return self._ids[key]

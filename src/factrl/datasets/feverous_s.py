@@ -21,7 +21,7 @@ from typing import Any
 
 from factrl.corpus import sentence_id
 from factrl.corpus.errors import OnError
-from factrl.datasets._fields import BadRow, id_field, label_value, require, text_field
+from factrl.datasets._fields import BadRow, TextIds, id_field, label_value, require, text_field
 from factrl.datasets._records import json_records, split_file
 from factrl.datasets.base import DATASETS, LoadResult, collect_claims
 from factrl.labels import Label
@@ -45,22 +45,6 @@ def clean_wiki_markup(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-class _SentenceIds:
-    """Per-page ordinals of distinct sentences, in the order first seen."""
-
-    def __init__(self) -> None:
-        self._ids: dict[tuple[str, str], str] = {}
-        self._count: dict[str, int] = {}
-
-    def get(self, page: str, text: str) -> str:
-        key = (page, text)
-        if key not in self._ids:
-            n = self._count.get(page, 0)
-            self._count[page] = n + 1
-            self._ids[key] = sentence_id(page, n)
-        return self._ids[key]
-
-
 def _lines(raw: Any) -> list[tuple[str, str]]:
     if not isinstance(raw, str) or not raw.strip():
         raise BadRow("field 'evidence' must be a non-empty string of 'title\\tsentence' lines")
@@ -76,7 +60,7 @@ def _lines(raw: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _parser(ids: _SentenceIds):  # noqa: ANN202
+def _parser(ids: TextIds):  # noqa: ANN202
     def parse(row: dict[str, Any]) -> Claim:
         claim_id = id_field(row, "id")
         text = text_field(row, "claim")
@@ -102,4 +86,4 @@ class FeverousSLoader:
 
     def load(self, source: Path, split: str, *, on_error: OnError = "raise", limit: int | None = None) -> LoadResult:
         path = split_file(source, (f"{split}.json", f"{split}.jsonl"), "FEVEROUS-S", split)
-        return collect_claims(path, _parser(_SentenceIds()), on_error, limit, rows=json_records(path))
+        return collect_claims(path, _parser(TextIds(sentence_id)), on_error, limit, rows=json_records(path))
