@@ -4,23 +4,39 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from factrl.types import Claim
 
-__all__ = ["interleave_labels", "split_claims"]
+__all__ = ["by_grade", "by_label", "interleave_labels", "split_claims"]
+
+ClaimKey = Callable[[Claim], str]
 
 
-def interleave_labels(claims: Sequence[Claim], *, seed: int = 0) -> list[Claim]:
+def by_label(claim: Claim) -> str:
+    """The gold label's value ("" when unlabelled): the default stratum."""
+    return claim.label.value if claim.label else ""
+
+
+def by_grade(claim: Claim) -> str:
+    """The graded rating of a news claim (``meta["grade"]``, see ``news_graded``), falling
+    back to the label for claims without one: balances all six LIAR-RAW grades rather than
+    the three labels they map to."""
+    grade = claim.meta.get("grade")
+    return grade if isinstance(grade, str) and grade else by_label(claim)
+
+
+def interleave_labels(claims: Sequence[Claim], *, seed: int = 0, key: ClaimKey = by_label) -> list[Claim]:
     """Round-robin over gold labels (each label's claims shuffled with ``seed``), so every
-    prefix is as balanced as the data allows. Unlabelled claims come last."""
+    prefix is as balanced as the data allows. Unlabelled claims come last. ``key`` picks
+    another stratum, e.g. :func:`by_grade`."""
     rng = random.Random(seed)
-    by_label: dict[str, list[Claim]] = defaultdict(list)
+    groups: dict[str, list[Claim]] = defaultdict(list)
     for c in claims:
-        by_label[c.label.value if c.label else ""].append(c)
+        groups[key(c)].append(c)
     queues = []
-    for key in sorted(k for k in by_label if k):
-        group = list(by_label[key])
+    for k in sorted(k for k in groups if k):
+        group = list(groups[k])
         rng.shuffle(group)
         queues.append(group)
     out: list[Claim] = []
@@ -28,21 +44,23 @@ def interleave_labels(claims: Sequence[Claim], *, seed: int = 0) -> list[Claim]:
         for q in queues:
             if q:
                 out.append(q.pop(0))
-    return out + by_label.get("", [])
+    return out + groups.get("", [])
 
 
-def split_claims(claims: Sequence[Claim], *, test_fraction: float, seed: int = 0) -> tuple[list[Claim], list[Claim]]:
-    """A seeded split stratified by label: (train, held_out)."""
+def split_claims(
+    claims: Sequence[Claim], *, test_fraction: float, seed: int = 0, key: ClaimKey = by_label
+) -> tuple[list[Claim], list[Claim]]:
+    """A seeded split stratified by label (or by ``key``): (train, held_out)."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     rng = random.Random(seed)
-    by_label: dict[str, list[Claim]] = defaultdict(list)
+    groups: dict[str, list[Claim]] = defaultdict(list)
     for c in claims:
-        by_label[c.label.value if c.label else ""].append(c)
+        groups[key(c)].append(c)
     train: list[Claim] = []
     test: list[Claim] = []
-    for key in sorted(by_label):
-        group = list(by_label[key])
+    for k in sorted(groups):
+        group = list(groups[k])
         rng.shuffle(group)
         n_test = round(len(group) * test_fraction)
         test += group[:n_test]
