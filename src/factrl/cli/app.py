@@ -10,8 +10,10 @@ app = typer.Typer(
     help="factrl: retrieval-augmented claim verification with RL-trained agents.",
 )
 index_app = typer.Typer(no_args_is_help=True, help="Build and inspect retrieval indexes.")
+corpus_app = typer.Typer(no_args_is_help=True, help="Make retrieval corpora (closed corpora pooled from a dataset's evidence).")
 serve_app = typer.Typer(no_args_is_help=True, help="Run HTTP servers (retriever).")
 train_app = typer.Typer(no_args_is_help=True, help="Train agents (GRPO, SFT).")
 app.add_typer(index_app, name="index")
+app.add_typer(corpus_app, name="corpus")
 app.add_typer(serve_app, name="serve")
 app.add_typer(train_app, name="train")
