@@ -32,7 +32,7 @@ def run_errors() -> Iterator[None]:
 def eval_(
     ctx: typer.Context,
     dataset: str = typer.Option(..., "--dataset", help="Dataset format, e.g. scifact or jsonl."),
-    data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder or file (see docs/formats.md)."),
     split: str = typer.Option("train", "--split"),
     index: Path = typer.Option(None, "--index", help="Index directory (needed online)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it exists)."),

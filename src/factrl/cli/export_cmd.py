@@ -16,7 +16,7 @@ app.add_typer(export_app, name="export")
 @export_app.command("verl")
 def export_verl(
     dataset: str = typer.Option(..., "--dataset", help="Dataset format, e.g. scifact or jsonl."),
-    data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder (or file, for jsonl)."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder or file (see docs/formats.md)."),
     split: str = typer.Option("train", "--split"),
     out: Path = typer.Option(..., "--out", help="Parquet file to write (FILE.parquet)."),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
