@@ -62,7 +62,9 @@ def test_bad_rows(tmp_path: Path, row: object, reason: str) -> None:
 
 def test_registry_and_protocol() -> None:
     assert {"scifact", "jsonl"} <= set(DATASETS.names())
-    for name in ("scifact", "jsonl"):
-        assert isinstance(DATASETS.get(name)(), DatasetLoader)
+    for name in DATASETS.names():  # every registered format, lazily imported
+        loader = DATASETS.get(name)()
+        assert isinstance(loader, DatasetLoader) and loader.name == name
+        assert loader.labels and all(isinstance(label, Label) for label in loader.labels)
     with pytest.raises(KeyError, match="unknown dataset 'nope'"):
         DATASETS.get("nope")

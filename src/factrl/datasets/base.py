@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from factrl.corpus.errors import OnError, RowError, RowFormatError
 from factrl.registry import Registry
+from factrl.labels import Label
 from factrl.types import Claim
 
 __all__ = ["DATASETS", "DatasetFormatError", "DatasetLoader", "LoadResult", "RowError", "load_dataset"]
@@ -34,9 +35,11 @@ class LoadResult:
 
 @runtime_checkable
 class DatasetLoader(Protocol):
-    """Loads one split of a dataset from ``source`` (a file or folder, per format)."""
+    """Loads one split of a dataset from ``source`` (a file or folder, per format).
+    ``labels`` lists the labels the dataset uses (for balanced sampling and reports)."""
 
     name: str
+    labels: tuple[Label, ...]
 
     def load(
         self, source: Path, split: str, *, on_error: OnError = "raise", limit: int | None = None

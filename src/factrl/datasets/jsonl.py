@@ -16,6 +16,7 @@ from factrl.corpus import doc_id_from_sentence_id
 from factrl.corpus.errors import OnError
 from factrl.datasets._fields import BadRow, id_field, label_value, text_field
 from factrl.datasets.base import DATASETS, LoadResult, collect_claims
+from factrl.labels import Label
 from factrl.types import Claim, EvidenceRef
 
 __all__ = ["JsonlLoader"]
@@ -60,6 +61,7 @@ class JsonlLoader:
     """``source`` is a ``.jsonl`` file, or a folder holding ``<split>.jsonl``."""
 
     name = "jsonl"
+    labels = tuple(Label)
 
     def load(self, source: Path, split: str, *, on_error: OnError = "raise", limit: int | None = None) -> LoadResult:
         source = Path(source)

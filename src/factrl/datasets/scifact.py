@@ -80,6 +80,7 @@ class SciFactLoader:
     ``doc_id=<doc>_sentence_<i>`` with its corpus text, deduplicated, in order."""
 
     name = "scifact"
+    labels = (Label.SUPPORT, Label.REFUTE, Label.NEI, Label.CONFLICTING)
 
     def load(self, source: Path, split: str, *, on_error: OnError = "raise", limit: int | None = None) -> LoadResult:
         source = Path(source)

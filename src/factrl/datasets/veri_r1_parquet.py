@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from factrl.corpus.errors import OnError
 from factrl.datasets._fields import BadRow
 from factrl.datasets.base import DATASETS, LoadResult, RowCollector
-from factrl.labels import UnknownLabelError, normalise_label
+from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.types import Claim, EvidenceRef
 
 __all__ = [
@@ -183,6 +183,7 @@ class VeriR1ParquetLoader:
     """
 
     name = "veri_r1_parquet"
+    labels = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 
     def __init__(self, *, dedupe: bool = True) -> None:
         self.dedupe = dedupe
