@@ -96,3 +96,18 @@ def test_conflicting_texts_stop_or_are_counted(tmp_path: Path) -> None:
     assert kept.exit_code == 0 and "conflicts=1" in kept.stdout and "conflict: evidence id" in kept.stderr
     news = runner.invoke(app, ["corpus", "pool", "--dataset", "news_graded", "--data-dir", str(data), "--out", str(tmp_path / "n.jsonl")])
     assert news.exit_code == 0 and "2 evidence units" in news.stdout
+
+
+@pytest.mark.data
+def test_real_averitec_pool_indexes_exactly_the_gold_ids(tmp_path: Path, shared_data: Path) -> None:
+    source = shared_data / "averitec" / "dev.json"
+    out = tmp_path / "corpus.jsonl"
+    result = runner.invoke(app, ["corpus", "pool", "--dataset", "averitec", "--data-dir", str(source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Pooled 1287 evidence units from 500 claims into 1287 documents" in result.stdout
+    claims = load_dataset("averitec", source, "dev").claims
+    index = build_index(out, tmp_path / "ix", unit_sentences=1, progress=False)
+    assert {sid for p in index.passages for sid in p.sentence_ids} == {e.id for c in claims for e in c.evidence}
+    found = sum(bool({s for h in hits for s in h.passage.sentence_ids} & set(c.evidence_ids))
+                for c, hits in zip(claims, index.search([c.text for c in claims], 5)))
+    assert found >= 400  # 443 of 500 claims find one of their QA pairs in the top 5 (BM25, default settings)
