@@ -43,3 +43,9 @@ def test_bad_rows_name_the_csv_line(tmp_path: Path, row: str, reason: str) -> No
     path = tmp_path / "test.csv"
     path.write_text(HEADER + GOOD + row)
     assert_bad_row("exfever", path, 3, reason, good=1)
+
+
+def test_short_rows_and_a_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "test.csv"
+    path.write_text("\ufeff" + HEADER + GOOD + "Only a claim.\n", encoding="utf-8")
+    assert_bad_row("exfever", path, 3, "column 'label' is empty", good=1)

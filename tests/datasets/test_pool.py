@@ -1,6 +1,5 @@
 """Pooling gold evidence into a closed corpus whose sentence ids are the gold ids."""
 
-import json
 from pathlib import Path
 
 import pytest

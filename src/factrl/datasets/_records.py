@@ -87,7 +87,7 @@ def csv_records(path: Path) -> Iterator[tuple[int, dict[str, str] | RowError]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    with path.open(newline="", encoding="utf-8") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         try:
             reader.fieldnames  # noqa: B018 - reads the header

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from factrl.corpus.errors import OnError, RowError
+from factrl.corpus.errors import OnError
 from factrl.datasets._fields import BadRow, label_value, list_field, require, text_field
 from factrl.datasets._records import json_records, split_file
 from factrl.datasets.base import DATASETS, LoadResult, collect_claims
@@ -85,7 +85,7 @@ def _parse(row: dict[str, Any]) -> Claim:
 def _numbered(path: Path) -> Iterator[tuple[int, Any]]:
     """Rows with their claim id attached (the row's own id, else its position)."""
     for position, (line, value) in enumerate(json_records(path)):
-        if isinstance(value, dict) and not isinstance(value, RowError):
+        if isinstance(value, dict):
             own = value.get("claim_id", value.get("id"))
             value = {**value, "_claim_id": own if isinstance(own, (str, int)) and not isinstance(own, bool) and str(own).strip() else position}
         yield line, value

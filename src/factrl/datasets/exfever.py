@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from factrl.corpus.errors import OnError, RowError
-from factrl.datasets._fields import BadRow, label_value, require, text_field
+from factrl.datasets._fields import BadRow, label_value, text_field
 from factrl.datasets._records import csv_records, split_file
 from factrl.datasets.base import DATASETS, LoadResult, collect_claims
 from factrl.labels import Label
@@ -60,7 +60,10 @@ def _literal_list(row: dict[str, Any], name: str, *, required: bool) -> list[str
 
 def _parse(row: dict[str, Any]) -> Claim:
     text = text_field(row, "claim")
-    label = label_value(require(row, "label").strip(), "column 'label'")
+    raw_label = row.get("label")
+    if not isinstance(raw_label, str) or not raw_label.strip():
+        raise BadRow("column 'label' is empty")
+    label = label_value(raw_label.strip(), "column 'label'")
     pages = list(dict.fromkeys(exfever_title(p) for p in _literal_list(row, "golden entity", required=True)))
     meta: dict[str, Any] = {"num_hops": len(pages)}
     if (row.get("explanation") or "").strip():

@@ -16,6 +16,7 @@ sentence-only subset with inline text see ``feverous_s``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def _parse(row: dict[str, Any]) -> Claim:
     return Claim(id=claim_id, text=text, label=label, evidence=list(refs.values()), dataset="feverous", meta=meta)
 
 
-def _rows(path: Path):  # noqa: ANN202 - the (line, value) pairs collect_claims takes
+def _rows(path: Path) -> Iterator[tuple[int, Any]]:
     from factrl.corpus import iter_json_lines
 
     for line_no, value in iter_json_lines(path):

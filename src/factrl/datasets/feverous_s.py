@@ -16,6 +16,7 @@ depend only on the file (not on ``limit``), so a corpus pooled from the same fil
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _lines(raw: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _parser(ids: TextIds):  # noqa: ANN202
+def _parser(ids: TextIds) -> Callable[[dict[str, Any]], Claim]:
     def parse(row: dict[str, Any]) -> Claim:
         claim_id = id_field(row, "id")
         text = text_field(row, "claim")

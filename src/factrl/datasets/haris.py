@@ -21,6 +21,7 @@ variant; ``num_hops`` is in ``meta["num_hops"]``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def _units(variant: str, row: dict[str, Any]) -> list[str]:
     return [text_field(row, "explanation")]
 
 
-def _parser(ids: TextIds, checkwhy: TextIds):  # noqa: ANN202
+def _parser(ids: TextIds, checkwhy: TextIds) -> Callable[[dict[str, Any]], Claim]:
     def parse(row: dict[str, Any]) -> Claim:
         variant = haris_variant(row)
         if variant == "checkwhy":

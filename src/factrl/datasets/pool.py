@@ -57,10 +57,11 @@ class PoolReport:
 
 
 def _order(ids: list[str]) -> list[str]:
-    numbers = [_TRAILING_NUMBER.search(i) for i in ids]
-    if all(numbers):
-        return [i for _, i in sorted(zip((int(m.group(1)) for m in numbers), ids), key=lambda t: t[0])]  # type: ignore[union-attr]
-    return ids
+    """By the number the ids end in when every id has one (stable on ties), else as met."""
+    numbers = [m.group(1) for i in ids if (m := _TRAILING_NUMBER.search(i))]
+    if len(numbers) != len(ids):
+        return ids
+    return [i for _, i in sorted(zip(map(int, numbers), ids), key=lambda pair: pair[0])]
 
 
 def pool_evidence(
