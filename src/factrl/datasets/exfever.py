@@ -1,7 +1,9 @@
 """EX-FEVER (Ma et al., 2023): 2- and 3-hop claims with human-written explanations.
 
-The release is CSV with a header line. Assumed columns (as in the authors' repository,
-``data/mini_test.csv``; Veri-R1 and HARIS use its dev/test sets):
+Veri-R1 (§3.1, App.) uses EX-FEVER's gold labels and evidence pages, not the
+explanations, sampling its evaluation set evenly per label from the dev set; HARIS uses
+the human explanations as the evidence text (see ``haris``). The release is CSV with a
+header line. Assumed columns (as in the authors' repository, ``data/mini_test.csv``):
 
     claim            the claim
     explanation      the annotators' explanation (HARIS uses it as the evidence text)
