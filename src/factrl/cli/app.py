@@ -12,6 +12,8 @@ app = typer.Typer(
 index_app = typer.Typer(no_args_is_help=True, help="Build and inspect retrieval indexes.")
 serve_app = typer.Typer(no_args_is_help=True, help="Run HTTP servers (retriever).")
 train_app = typer.Typer(no_args_is_help=True, help="Train agents (GRPO, SFT).")
+score_app = typer.Typer(no_args_is_help=True, help="Score prediction files with official benchmark scorers.")
 app.add_typer(index_app, name="index")
 app.add_typer(serve_app, name="serve")
 app.add_typer(train_app, name="train")
+app.add_typer(score_app, name="score")
