@@ -1,6 +1,7 @@
 """Metrics: evidence-set comparisons, label classification scores, the Veri-R1
-evaluation summary (:func:`compute_metrics`), METEOR with offline WordNet and the AVeriTeC
-scorer (nltk and scipy are imported only when a score is computed)."""
+evaluation summary (:func:`compute_metrics`), METEOR with offline WordNet
+(``factrl.metrics.meteor.meteor``) and the AVeriTeC scorer; nltk and scipy are imported
+only when a score is computed."""
 
 from factrl.metrics.averitec import AveritecScores, best_matching_meteor, score_averitec
 from factrl.metrics.classification import (
@@ -13,7 +14,7 @@ from factrl.metrics.classification import (
     majority_baseline,
     per_class_prf,
 )
-from factrl.metrics.meteor import WordNetMissingError, ensure_wordnet, meteor
+from factrl.metrics.meteor import WordNetMissingError, ensure_wordnet
 from factrl.metrics.evidence import covers, evidence_set, exact, hit_rate, iou
 from factrl.metrics.veri_r1 import ItemScore, compute_metrics, score_item
 
@@ -34,7 +35,6 @@ __all__ = [
     "ItemScore",
     "compute_metrics",
     "score_item",
-    "meteor",
     "ensure_wordnet",
     "WordNetMissingError",
     "best_matching_meteor",
