@@ -16,7 +16,9 @@ def averitec(
         ..., "--predictions", exists=True, dir_okay=False,
         help="Submission JSON: a list of {claim_id, claim, pred_label, evidence: [{question, answer}]}.",
     ),
-    gold: Path = typer.Option(..., "--gold", exists=True, dir_okay=False, help="AVeriTeC gold file, e.g. dev.json."),
+    gold: Path = typer.Option(
+        ..., "--gold", exists=True, dir_okay=False, help="AVeriTeC gold file, e.g. dev.json."
+    ),
     out: Path = typer.Option(None, "--out", help="Write the scores (with per-claim scores) as JSON here."),
     allow_missing: bool = typer.Option(
         False, "--allow-missing", help="Score gold claims without a prediction as wrong instead of failing."

@@ -12,8 +12,9 @@ follow scikit-learn's (``precision_recall_fscore_support``, ``f1_score(average="
 - Macro-F1 is the unweighted mean of F1_c over the classes present in gold ∪ predicted
   (scikit-learn's default label set); macro precision and macro recall likewise average
   precision_c and recall_c. Macro-F1 is the mean of per-class F1s, not the F1 of the
-  macro precision and recall (FFRR writes F1 = 2RP/(R+P); scikit-learn and we average). A class the model invents but gold never has adds
-  an F1 of 0 and so lowers the score; a class neither side uses does not count.
+  macro precision and recall (FFRR writes F1 = 2RP/(R+P); scikit-learn and we average).
+  A class the model invents but gold never has adds an F1 of 0 and so lowers the score;
+  a class neither side uses does not count.
 - ``None`` (unparsed) is *not* a class: it never adds a false positive and is not
   averaged over, but it is a false negative for its gold class, so it lowers recall.
   (scikit-learn would instead treat ``None`` as one more label; passing
