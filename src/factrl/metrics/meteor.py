@@ -121,8 +121,8 @@ def ensure_wordnet(source: Path | None = None, data_dir: Path | None = None) -> 
         target, dest = src / name, corpus / name
         if not target.is_file() or _same_file(target, dest):
             continue
-        # A copy (36 MB in all, once): NLTK refuses to open a corpus file that is a
-        # symlink or hard link to a path outside the corpus root.
+        # A copy (36 MB in all, once): NLTK's path checks refuse a corpus file that is
+        # a symlink or a hard link (it may point outside the corpus root).
         tmp = corpus / f".{name}.{os.getpid()}.tmp"
         shutil.copyfile(target, tmp)
         os.replace(tmp, dest)  # atomic: a concurrent reader sees the old or the new file
