@@ -11,9 +11,20 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export TRL_EXPERIMENTAL_SILENCE ?= 1
 
-.PHONY: setup demo test test-slow test-all bench clean
+.PHONY: setup wordnet demo test test-slow test-all bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) wordnet
+
+# METEOR (factrl.metrics.meteor) reads WordNet 3.0 offline from Debian's packages; on a
+# machine without /usr/share/wordnet that has apt-get, install them (CI runs as root).
+WORDNET_DIR ?= /usr/share/wordnet
+wordnet:
+	@if [ ! -f $(WORDNET_DIR)/index.sense ] && command -v apt-get >/dev/null 2>&1; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		export DEBIAN_FRONTEND=noninteractive; \
+		$$SUDO apt-get update -qq && \
+		$$SUDO apt-get install -y -qq --no-install-recommends wordnet-base wordnet-sense-index; \
+	fi
 
 # torch is pinned to the CPU build (2.13.0) before anything else can pull a CUDA build;
 # every other dependency is pinned by requirements/constraints.txt. The embedded models
@@ -30,13 +41,13 @@ $(STAMP): pyproject.toml requirements/constraints.txt Makefile
 demo: $(STAMP)
 	$(PY) -m factrl.demo
 
-test: $(STAMP)
+test: $(STAMP) wordnet
 	$(PY) -m pytest -q
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) wordnet
 	$(PY) -m pytest -q -m slow
 
-test-all: $(STAMP)
+test-all: $(STAMP) wordnet
 	$(PY) -m pytest -q -m "slow or not slow"
 
 clean:

@@ -1,6 +1,9 @@
-"""Metrics: evidence-set comparisons, label classification scores, and the Veri-R1
-evaluation summary (:func:`compute_metrics`)."""
+"""Metrics: evidence-set comparisons, label classification scores, the Veri-R1
+evaluation summary (:func:`compute_metrics`), confidence calibration, METEOR with offline
+WordNet (``factrl.metrics.meteor.meteor``) and the AVeriTeC scorer; nltk and scipy are
+imported only when a score is computed."""
 
+from factrl.metrics.averitec import AveritecScores, best_matching_meteor, score_averitec
 from factrl.metrics.classification import (
     PRF,
     ConfusionMatrix,
@@ -8,10 +11,19 @@ from factrl.metrics.classification import (
     accuracy,
     confusion_matrix,
     macro_f1,
+    macro_precision,
+    macro_recall,
     majority_baseline,
     per_class_prf,
 )
+from factrl.metrics.confidence import (
+    Calibration,
+    calibration,
+    confidence_tiers,
+    expected_calibration_error,
+)
 from factrl.metrics.evidence import covers, evidence_set, exact, hit_rate, iou
+from factrl.metrics.meteor import WordNetMissingError, ensure_wordnet
 from factrl.metrics.veri_r1 import ItemScore, compute_metrics, score_item
 
 __all__ = [
@@ -31,4 +43,15 @@ __all__ = [
     "ItemScore",
     "compute_metrics",
     "score_item",
+    "ensure_wordnet",
+    "WordNetMissingError",
+    "best_matching_meteor",
+    "score_averitec",
+    "AveritecScores",
+    "Calibration",
+    "calibration",
+    "confidence_tiers",
+    "expected_calibration_error",
+    "macro_precision",
+    "macro_recall",
 ]

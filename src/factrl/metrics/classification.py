@@ -1,5 +1,6 @@
-"""Label metrics: accuracy, per-class precision/recall/F1, macro-F1, confusion matrix and
-the majority-class baseline.
+"""Label metrics: accuracy, per-class precision/recall/F1, macro precision/recall/F1
+(FFRR, HARIS report these), scores per hop count, confusion matrix and the majority-class
+baseline.
 
 Labels may be any hashable value (:class:`~factrl.labels.Label`, or the graded strings of
 news datasets); a prediction of ``None`` means the answer could not be parsed. Definitions
@@ -9,8 +10,11 @@ follow scikit-learn's (``precision_recall_fscore_support``, ``f1_score(average="
 - precision_c = TP / (TP + FP), recall_c = TP / (TP + FN), F1_c = 2PR / (P + R); any ratio
   whose denominator is 0 is 0.
 - Macro-F1 is the unweighted mean of F1_c over the classes present in gold ∪ predicted
-  (scikit-learn's default label set). A class the model invents but gold never has adds
-  an F1 of 0 and so lowers the score; a class neither side uses does not count.
+  (scikit-learn's default label set); macro precision and macro recall likewise average
+  precision_c and recall_c. Macro-F1 is the mean of per-class F1s, not the F1 of the
+  macro precision and recall (FFRR writes F1 = 2RP/(R+P); scikit-learn and we average).
+  A class the model invents but gold never has adds an F1 of 0 and so lowers the score;
+  a class neither side uses does not count.
 - ``None`` (unparsed) is *not* a class: it never adds a false positive and is not
   averaged over, but it is a false negative for its gold class, so it lowers recall.
   (scikit-learn would instead treat ``None`` as one more label; passing
@@ -34,6 +38,9 @@ __all__ = [
     "accuracy",
     "per_class_prf",
     "macro_f1",
+    "macro_precision",
+    "macro_recall",
+    "scores_by_group",
     "confusion_matrix",
     "majority_baseline",
     "ordered_labels",
@@ -149,6 +156,51 @@ def macro_f1(
     if not gold or not prf:
         return None
     return sum(x.f1 for x in prf.values()) / len(prf)
+
+
+def macro_precision(
+    gold: Sequence[T], pred: Sequence[T | None], labels: Sequence[T] | None = None
+) -> float | None:
+    """Unweighted mean precision over ``labels`` (default: classes in gold ∪ predicted)."""
+    prf = per_class_prf(gold, pred, labels)
+    if not gold or not prf:
+        return None
+    return sum(x.precision for x in prf.values()) / len(prf)
+
+
+def macro_recall(
+    gold: Sequence[T], pred: Sequence[T | None], labels: Sequence[T] | None = None
+) -> float | None:
+    """Unweighted mean recall over ``labels`` (default: classes in gold ∪ predicted)."""
+    prf = per_class_prf(gold, pred, labels)
+    if not gold or not prf:
+        return None
+    return sum(x.recall for x in prf.values()) / len(prf)
+
+
+def scores_by_group(
+    gold: Sequence[T], pred: Sequence[T | None], groups: Sequence[Hashable]
+) -> dict[Hashable, dict[str, Any]]:
+    """``{group: {n, accuracy, macro_precision, macro_recall, macro_f1}}`` over the items
+    of each group (e.g. hop count), each group's macro averages taken over the classes in
+    that group's gold ∪ predicted, as a separate evaluation of that subset would."""
+    _check(gold, pred)
+    if len(groups) != len(gold):
+        raise ValueError(f"groups and gold differ in length: {len(groups)} vs {len(gold)}")
+    members: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    out: dict[Hashable, dict[str, Any]] = {}
+    for key, idx in members.items():
+        g_sub, p_sub = [gold[i] for i in idx], [pred[i] for i in idx]
+        out[key] = {
+            "n": len(idx),
+            "accuracy": accuracy(g_sub, p_sub),
+            "macro_precision": macro_precision(g_sub, p_sub),
+            "macro_recall": macro_recall(g_sub, p_sub),
+            "macro_f1": macro_f1(g_sub, p_sub),
+        }
+    return out
 
 
 def confusion_matrix(

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from factrl.labels import Label
-from factrl.metrics.classification import macro_f1, majority_baseline, ordered_labels
+from factrl.metrics.classification import (
+    accuracy,
+    macro_f1,
+    macro_precision,
+    macro_recall,
+    majority_baseline,
+    ordered_labels,
+    scores_by_group,
+)
 from factrl.metrics.evidence import covers, evidence_set, exact, iou
 from factrl.metrics.failures import FailureCounts
 from factrl.types import Claim, Trajectory, Verdict
@@ -148,6 +156,26 @@ def _rates(scores: Sequence[ItemScore]) -> dict[str, Any]:
     }
 
 
+def _hops_key(h: Any) -> str:
+    if h is None:
+        return "unknown"
+    if isinstance(h, float) and h.is_integer():
+        h = int(h)
+    return str(h).strip()
+
+
+def _per_hops(gold: Sequence[Label], pred: Sequence[Label | None], hops: Sequence[Any]) -> dict[str, Any]:
+    by_group = scores_by_group(gold, pred, [_hops_key(h) for h in hops])
+
+    def order(key: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(key), key)
+        except ValueError:
+            return (1, 0.0, key)
+
+    return {str(k): v for k, v in sorted(by_group.items(), key=lambda kv: order(str(kv[0])))}
+
+
 def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     """All Veri-R1 metrics over ``items`` (Trajectory records or (Claim, Verdict) pairs).
 
@@ -158,6 +186,12 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     ``{gold label: {n, label_acc, verification_acc, joint_acc, evidence_score}}``, and
     ``mean_reward`` only when some item carries a reward. Rates are ``None`` when
     there is nothing to average (e.g. empty input).
+
+    Beside Veri-R1's, the classification scores FFRR and HARIS report: ``accuracy`` (the
+    same value as ``label_acc``), ``macro_precision``, ``macro_recall``, and — only when
+    some claim carries ``meta["num_hops"]`` — ``per_hops`` ``{hops: {n, accuracy,
+    macro_precision, macro_recall, macro_f1}}`` keyed by the hop count as a string
+    (``"unknown"`` for claims without one), in numeric order.
 
     Also ``evidence_convention`` (:data:`EVIDENCE_CONVENTION`, the convention of
     ``evidence_score``), ``evidence_score_authors`` (IoU = 0 whenever gold is empty, as
@@ -180,6 +214,9 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
         evidence_score_with_gold=_mean([s.evidence_iou for s in scores if s.has_gold_evidence]),
         format_ok_rate=_mean([s.format_ok for s in scores]),
         macro_f1=macro_f1(gold, pred),
+        macro_precision=macro_precision(gold, pred),
+        macro_recall=macro_recall(gold, pred),
+        accuracy=accuracy(gold, pred) if gold else None,
         majority_baseline={
             "label": base.label.value if base.label is not None else None,
             "acc": base.acc,
@@ -190,6 +227,9 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
             for lab in ordered_labels(gold)
         },
     )
+    hops = [it.claim.meta.get("num_hops") for it in unpacked]
+    if any(h is not None for h in hops):
+        out["per_hops"] = _per_hops(gold, pred, hops)
     out.update(failures.to_dict())
     rewards = [s.reward for s in scores if s.reward is not None]
     if rewards:
