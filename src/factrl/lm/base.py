@@ -129,3 +129,4 @@ class LM(Protocol):
 LM_BACKENDS: Registry[type] = Registry("LM backend")
 LM_BACKENDS.register_lazy("hf", "factrl.lm.hf")
 LM_BACKENDS.register_lazy("scripted", "factrl.lm.scripted")
+LM_BACKENDS.register_lazy("openai", "factrl.lm.openai_backend")
