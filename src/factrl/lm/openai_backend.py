@@ -182,6 +182,7 @@ class OpenAILM:
         self.sleep = asyncio.sleep  # tests swap in a recorder
         self._loop = BackgroundLoop(f"factrl-{self.name}")
         self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
 
     @classmethod
@@ -313,12 +314,14 @@ class OpenAILM:
         return [g for g in gens if g is not None]
 
     async def _gather(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any] | BaseException]:
-        if self._client is None:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:  # first call, or a new loop after a fork
             from openai import AsyncOpenAI
 
             self._client = AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, timeout=self.timeout,
-                                       max_retries=0)
+                                       max_retries=0)  # retries are ours: Retry-After, jitter, one error type
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._client_loop = loop
         return list(await asyncio.gather(*(self._one(b) for b in bodies), return_exceptions=True))
 
     async def _one(self, body: dict[str, Any]) -> dict[str, Any]:
