@@ -407,3 +407,12 @@ def test_char_logprobs_and_stop_inference():
     assert infer_stop("<plan>p</plan><search>q", ["</search>", "</answer>"]) == "</search>"
     assert infer_stop("<search>q</search> then", ["</search>"]) is None
     assert infer_stop("<answer>x", ["\n\n"]) is None
+
+
+def test_a_fresh_reply_after_an_assistant_message_is_not_a_continuation(serve):
+    script = Script(final=OK)
+    lm = lm_for(serve, script)
+    history = [Message(role="user", content="q"), Message(role="assistant", content="a")]
+    lm.generate([lm.chat_prompt_ids(history)], GenerationConfig(max_new_tokens=3))
+    assert script.bodies[-1]["messages"][-1] == {"role": "assistant", "content": "a"}
+    assert "continue_final_message" not in script.bodies[-1]

@@ -216,12 +216,12 @@ class OpenAILM:
         """Continue each context (built by :meth:`chat_prompt_ids`, extended by turns)."""
         if isinstance(prompts, (str, bytes)):
             raise TypeError("prompts must be a list of id lists, got a string")
-        rows = []
+        rows, continuing = [], []
         for prompt in prompts:
             messages, partial = chat_codec.split_context(prompt)
             rows.append(messages + [{"role": "assistant", "content": partial}] if partial else messages)
-        return self._generate_rows(rows, row_configs(len(rows), config), [bool(r) and r[-1]["role"] == "assistant"
-                                                                            for r in rows])
+            continuing.append(bool(partial))  # an empty reply so far: ask for a new one
+        return self._generate_rows(rows, row_configs(len(rows), config), continuing)
 
     def complete(self, conversations: Sequence[Sequence[Message]],
                  config: GenerationConfig | Sequence[GenerationConfig]) -> list[Generation]:
