@@ -314,3 +314,12 @@ def test_cli_serves_a_local_model(tiny_dir):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_token_pieces_spell_the_text(tiny):
+    from factrl.lm.server import token_pieces
+
+    for text in ["plain words here", "héllo wörld — ünïcode ✓ 北京 🙂🙂", "  spaces\n\nand\ttabs  "]:
+        ids = tiny.encode(text)
+        pieces = token_pieces(tiny, ids)
+        assert len(pieces) == len(ids) and "".join(pieces) == tiny.decode(ids) == text

@@ -151,8 +151,27 @@ def prompt_ids(lm: LM, request: ChatRequest) -> list[int]:
 
 
 def token_pieces(lm: LM, ids: Sequence[int]) -> list[str]:
-    """Each token's share of ``lm.decode(ids)``: decoded prefixes, differenced; a token
-    ending inside a multi-byte character gets "" and the next one the character."""
+    """Each token's share of ``lm.decode(ids)``; a token ending inside a multi-byte
+    character gets "" and the next one the character.
+
+    Incremental detokenisation (as vLLM does it): each new piece is the decoded text of a
+    short window of recent tokens minus that window's settled prefix, so the cost stays
+    linear in the length. Should the pieces not spell the whole decode (a tokenizer whose
+    decoding depends on more context), every prefix is decoded instead.
+    """
+    ids = list(ids)
+    pieces: list[str] = []
+    prefix_at = read_at = 0
+    for i in range(len(ids)):
+        settled = lm.decode(ids[prefix_at:read_at])
+        window = lm.decode(ids[prefix_at : i + 1])
+        if len(window) > len(settled) and window.startswith(settled) and not window.endswith("\ufffd"):
+            pieces.append(window[len(settled):])
+            prefix_at, read_at = read_at, i + 1
+        else:
+            pieces.append("")
+    if "".join(pieces) == lm.decode(ids):
+        return pieces
     pieces, before = [], ""
     for i in range(len(ids)):
         now = lm.decode(ids[: i + 1])
