@@ -164,14 +164,20 @@ class Script:
     def __init__(self, steps=(), final=None, delay=0.0):
         self.steps, self.final, self.delay = list(steps), final, delay
         self.bodies = []
+        self.in_flight = self.most_in_flight = 0
         self.app = FastAPI()
 
         @self.app.post("/v1/chat/completions")
         async def chat(request: Request):
             self.bodies.append(await request.json())
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            status, body, headers = self.steps.pop(0) if self.steps else self.final(self.bodies[-1])
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            try:
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                status, body, headers = self.steps.pop(0) if self.steps else self.final(self.bodies[-1])
+            finally:
+                self.in_flight -= 1
             return JSONResponse(body, status_code=status, headers=headers or {})
 
 
@@ -229,6 +235,15 @@ def test_a_slow_server_times_out_and_is_retried(serve):
     while len(script.bodies) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(script.bodies) == 2
+
+
+@pytest.mark.parametrize("limit", [2, 6])
+def test_rows_go_out_concurrently_within_the_bound(serve, limit):
+    script = Script(final=OK, delay=0.2)
+    lm = lm_for(serve, script, max_concurrency=limit)
+    convs = [[Message(role="user", content=f"q{i}")] for i in range(6)]
+    assert [g.text for g in lm.complete(convs, GenerationConfig(max_new_tokens=3))] == ["fine"] * 6
+    assert script.most_in_flight == limit
 
 
 def test_requests_carry_the_sampling_settings(serve):
