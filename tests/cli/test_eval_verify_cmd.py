@@ -120,7 +120,7 @@ def test_eval_counts_skipped_rows(setup, tmp_path):
     assert "skipped" in (tmp_path / "run" / "report.md").read_text()
 
 
-def test_verify_with_a_model_behind_an_openai_compatible_api(setup):
+def test_verify_with_a_model_behind_an_openai_compatible_api(setup, tmp_path):
     """--model openai:MODEL --base-url URL: the episode's turns come from the HTTP server."""
     from fastapi import FastAPI, Request
 
@@ -140,13 +140,18 @@ def test_verify_with_a_model_behind_an_openai_compatible_api(setup):
     servers = AppServers()
     try:
         url = servers.start(fake) + "/v1"
-        r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", "openai:m",
-                                "--base-url", url, "--json", "--param", "mode=offline"])
+        args = ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", "openai:m", "--base-url", url,
+                "--json", "--param", "mode=offline", "--lm-cache", str(tmp_path / "lm.sqlite")]
+        r = runner.invoke(app, args)
+        again = runner.invoke(app, args)
     finally:
         servers.stop()
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["error"] is None and out["label"] == "NOT ENOUGH INFO"
-    assert seen and seen[0]["model"] == "m" and seen[0]["stop"] == ["</search>", "</answer>"]
+    assert len(seen) == 1 and seen[0]["model"] == "m" and seen[0]["stop"] == ["</search>", "</answer>"]
+    assert again.exit_code == 0 and json.loads(again.stdout) == out  # answered from the cache
     bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--base-url", url])
     assert bad.exit_code == 2 and "--base-url needs --model openai:MODEL" in bad.output
+    bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--lm-cache", "c.sqlite"])
+    assert bad.exit_code == 2 and "--lm-cache needs --model openai:MODEL" in bad.output

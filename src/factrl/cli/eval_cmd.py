@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, MODE_HELP, MODEL_HELP,
-                               PARAM_HELP)
+from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, MODE_HELP,
+                               MODEL_HELP, PARAM_HELP)
 from factrl.cli.app import app
 
 
@@ -39,6 +39,7 @@ def eval_(
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it exists)."),
     model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
@@ -77,7 +78,7 @@ def eval_(
         idx = load_index(index)
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
     scorer = build_scorer(reward, reward_param, make_env)
-    lm = load_lm(model, **lm_options(model, base_url))
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache))
     info = {
         "dataset": dataset, "data_dir": str(data_dir), "split": split,
         "agent": spec.model_dump(mode="json"), "reward": {"name": scorer.name, "params": reward_param},
