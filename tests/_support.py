@@ -53,3 +53,42 @@ class LockHolderProcess:
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait(timeout=30)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AppServers:
+    """Runs ASGI apps under uvicorn in threads on free 127.0.0.1 ports; ``stop()`` ends them."""
+
+    def __init__(self) -> None:
+        self.servers: list = []
+
+    def start(self, app) -> str:
+        import threading
+        import time
+
+        import uvicorn
+
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        self.servers.append((server, thread))
+        return f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        for server, thread in self.servers:
+            server.should_exit = True
+            thread.join(timeout=10)
+        self.servers.clear()

@@ -111,3 +111,45 @@ def test_a_real_model_gives_the_same_episode_in_any_batch(tiny_lm, temperature):
         (alone,) = run_episodes(make_env, [claim], tiny_lm, cfg)
         assert alone.completion_ids == together.completion_ids
         assert alone.reward == together.reward
+
+
+class FlakyLM(ScriptedLM):
+    """Fails the rows of one claim (per-row failures), or a whole call (``down``)."""
+
+    def __init__(self, bad_claim=None, down_after=None):
+        super().__init__(respond)
+        self.bad_claim, self.down_after = bad_claim, down_after
+
+    def generate(self, prompts, config):
+        from factrl.lm.base import RowFailures, row_configs
+
+        if self.down_after is not None and self.calls >= self.down_after:
+            self.calls += 1
+            raise ConnectionError("LM server unreachable")
+        gens = super().generate(prompts, config)
+        cfgs = row_configs(len(prompts), config)
+        bad = [c.meta.get("claim_id") == self.bad_claim for c in cfgs]
+        if any(bad):
+            raise RowFailures([None if b else g for g, b in zip(gens, bad)],
+                              [TimeoutError("no answer in 1s") if b else None for b in bad])
+        return gens
+
+
+def test_a_failed_row_fails_its_episode_and_the_batch_goes_on():
+    trajs = run_episodes(make_env, [SHORT, LONG, SHORT], FlakyLM(bad_claim="long"), CFG)
+    assert [t.error for t in trajs] == [None, "generate failed: TimeoutError: no answer in 1s", None]
+    assert trajs[0].reward.total == pytest.approx(4.0) and trajs[2].reward.total == pytest.approx(4.0)
+    assert trajs[1].turns == [] and trajs[1].verdict.label is None
+
+
+def test_a_failed_call_fails_its_episodes_with_the_reason_counted():
+    from factrl.metrics.failures import FailureCounts
+
+    lm = FlakyLM(down_after=1)  # the first round answers, the second finds the server down
+    trajs = run_episodes(make_env, [SHORT, SHORT.model_copy(update={"id": "short2"})], lm, CFG)
+    assert all(t.error == "generate failed: ConnectionError: LM server unreachable" for t in trajs)
+    assert all(len([x for x in t.turns if x.source == "model"]) == 1 for t in trajs)  # the first turn is kept
+    counts = FailureCounts()
+    for t in trajs:
+        counts.add(t.verdict, error=t.error)
+    assert counts.to_dict()["episode_errors"] == {"generate/ConnectionError": 2}

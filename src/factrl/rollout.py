@@ -5,7 +5,10 @@ Each round, every unfinished episode asks for one generation; the requests of al
 episodes — whatever their environment, stop strings or budget — go to the LM playing
 their role in one batched ``generate`` call with one config per row, so an episode's
 result does not depend on its batch. The environments then step, and the runner
-tokenises what they return. Finished trajectories are scored by the reward stage
+tokenises what they return. A generate call that fails (an HTTP LM down after its
+retries) ends the episodes of the rows that failed with a recorded error
+(``"generate failed: ..."``), counted in the run's metrics; the rest of the batch goes
+on. Finished trajectories are scored by the reward stage
 (the environment's default reward unless one is given).
 """
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 from factrl.envs.base import Env
 from factrl.episode import Episode, EpisodeBudget, GenerateRequest, model_turn, observation_turn, safe_step
-from factrl.lm.base import LM, GenerationConfig
+from factrl.lm.base import LM, Generation, GenerationConfig, RowFailures
 from factrl.rewards.base import Reward, score_by_default
 from factrl.types import Claim, Trajectory
 
@@ -122,9 +125,13 @@ def drive(episodes: Sequence[Episode], lm: LM, config: RolloutConfig, *, lms: Ma
             cfgs = [GenerationConfig(max_new_tokens=r.max_new_tokens, temperature=config.temperature,
                                      top_p=config.top_p, stop=r.stop, seed=r.seed, meta=r.meta) for _, r in rows]
             t0 = time.perf_counter()
-            gens = backend.generate([r.context for _, r in rows], cfgs)
+            gens, errors = _generate(backend, [r.context for _, r in rows], cfgs)
             elapsed = time.perf_counter() - t0
-            for (ep, _), gen in zip(rows, gens):
+            for (ep, _), gen, gen_error in zip(rows, gens, errors):
+                if gen is None:  # this row's generation failed: its episode ends, the others go on
+                    gen_error = gen_error or RuntimeError("the LM returned no generation for this row")
+                    ep.fail(f"generate failed: {type(gen_error).__name__}: {gen_error}")
+                    continue
                 text = ep.take(gen.token_ids, gen.logprobs, gen.text, gen.finish_reason, elapsed)
                 t1 = time.perf_counter()
                 step, error = safe_step(ep.env, text)
@@ -135,6 +142,24 @@ def drive(episodes: Sequence[Episode], lm: LM, config: RolloutConfig, *, lms: Ma
                         prompt_ids=None if need.messages is None else codec.chat_prompt_ids(need.messages),
                         observation_ids=None if need.observation is None else codec.encode(need.observation),
                     ))
+
+
+def _generate(
+    backend: LM, prompts: list[list[int]], cfgs: list[GenerationConfig]
+) -> tuple[list[Generation | None], list[BaseException | None]]:
+    """One batched generate call; a failure fails its rows, never the whole run: a
+    :class:`~factrl.lm.base.RowFailures` fails the rows it names, any other exception
+    (e.g. an HTTP LM that is down after its retries) every row of the call."""
+    try:
+        gens = backend.generate(prompts, cfgs)
+    except RowFailures as exc:
+        return exc.generations, exc.errors
+    except Exception as exc:
+        return [None] * len(prompts), [exc] * len(prompts)
+    if len(gens) != len(prompts):
+        err = RuntimeError(f"the LM returned {len(gens)} generations for {len(prompts)} prompts")
+        return [None] * len(prompts), [err] * len(prompts)
+    return list(gens), [None] * len(prompts)
 
 
 def _tokenise(ep: Episode, action: Callable[[], None]) -> None:

@@ -118,3 +118,40 @@ def test_eval_counts_skipped_rows(setup, tmp_path):
     assert m["n"] == 2 and m["skipped_rows"] == 1
     assert json.loads((tmp_path / "run" / "run.json").read_text())["skipped_rows"] == 1
     assert "skipped" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_verify_with_a_model_behind_an_openai_compatible_api(setup, tmp_path):
+    """--model openai:MODEL --base-url URL: the episode's turns come from the HTTP server."""
+    from fastapi import FastAPI, Request
+
+    from _support import AppServers
+
+    _, index, _ = setup
+    seen = []
+    fake = FastAPI()
+
+    @fake.post("/v1/chat/completions")
+    async def chat(request: Request):
+        seen.append(await request.json())
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [{
+            "index": 0, "finish_reason": "stop", "stop_reason": "</answer>",
+            "message": {"role": "assistant", "content": "<answer>\nLabel: NEI\nEvidence:\n"}}]}
+
+    servers = AppServers()
+    try:
+        url = servers.start(fake) + "/v1"
+        args = ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", "openai:m", "--base-url", url,
+                "--json", "--param", "mode=offline", "--lm-cache", str(tmp_path / "lm.sqlite")]
+        r = runner.invoke(app, args)
+        again = runner.invoke(app, args)
+    finally:
+        servers.stop()
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["error"] is None and out["label"] == "NOT ENOUGH INFO"
+    assert len(seen) == 1 and seen[0]["model"] == "m" and seen[0]["stop"] == ["</search>", "</answer>"]
+    assert again.exit_code == 0 and json.loads(again.stdout) == out  # answered from the cache
+    bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--base-url", url])
+    assert bad.exit_code == 2 and "--base-url needs --model openai:MODEL" in bad.output
+    bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--lm-cache", "c.sqlite"])
+    assert bad.exit_code == 2 and "--lm-cache needs --model openai:MODEL" in bad.output

@@ -93,7 +93,27 @@ CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the c
 
 AGENT_HELP = "The agent: a registered environment name (veri_r1, veri_r1_offline, ...)."
 PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
+MODEL_HELP = ("'smollm2' (embedded), a local path, a hub id, or openai:MODEL for a model behind an "
+              "OpenAI-compatible API (with --base-url for vLLM or `factrl serve lm`).")
+BASE_URL_HELP = ("Base URL of the OpenAI-compatible API for --model openai:MODEL, e.g. http://127.0.0.1:8001/v1 "
+                 "(the key is read from OPENAI_API_KEY).")
+LM_CACHE_HELP = ("For --model openai:MODEL: a sqlite file caching the API's responses, so a re-run "
+                 "sends no request (shared safely by concurrent runs).")
 MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
+
+
+def lm_options(model: str, base_url: str | None, lm_cache: Path | None = None) -> dict[str, Any]:
+    """``load_lm`` keywords for ``--base-url`` and ``--lm-cache``, which only an
+    ``openai:MODEL`` takes."""
+    given = {k: v for k, v in (("base_url", base_url), ("cache", lm_cache)) if v is not None}
+    if not given:
+        return {}
+    from factrl.lm.loader import remote_backend
+
+    if remote_backend(model) is None:
+        flag = "--base-url" if base_url is not None else "--lm-cache"
+        raise typer.BadParameter(f"{flag} needs --model openai:MODEL", param_hint=flag)
+    return given
 
 
 def build_agent(

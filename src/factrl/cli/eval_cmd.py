@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, MODE_HELP, PARAM_HELP
+from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, MODE_HELP,
+                               MODEL_HELP, PARAM_HELP)
 from factrl.cli.app import app
 
 
@@ -36,7 +37,9 @@ def eval_(
     split: str = typer.Option("train", "--split"),
     index: Path = typer.Option(None, "--index", help="Index directory (needed online)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it exists)."),
-    model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local path or a hub id."),
+    model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
+    base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
@@ -55,7 +58,8 @@ def eval_(
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import build_agent, build_scorer, index_info, require_claims, select_claims
+    from factrl.cli._common import (build_agent, build_scorer, index_info, lm_options, require_claims,
+                                    select_claims)
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
@@ -74,11 +78,12 @@ def eval_(
         idx = load_index(index)
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
     scorer = build_scorer(reward, reward_param, make_env)
-    lm = load_lm(model)
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache))
     info = {
         "dataset": dataset, "data_dir": str(data_dir), "split": split,
         "agent": spec.model_dump(mode="json"), "reward": {"name": scorer.name, "params": reward_param},
         "index": str(index) if index else None, "index_info": index_info(idx), "model": model,
+        **({"base_url": base_url} if base_url else {}),
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
         "limit": limit, "context_sentences": context_sentences if idx is not None else None,
         "skipped_rows": selection.skipped_rows,

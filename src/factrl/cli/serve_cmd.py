@@ -1,4 +1,5 @@
-"""``factrl serve retriever``: serve an index over HTTP (Search-R1's ``/retrieve``)."""
+"""``factrl serve retriever`` (an index over Search-R1's ``/retrieve``) and ``factrl serve lm``
+(an LM over an OpenAI-compatible ``/v1/chat/completions``)."""
 
 from __future__ import annotations
 
@@ -53,4 +54,52 @@ def serve_retriever(
         sys.modules["torch"].set_num_threads(threads)
     app = create_app(idx, limits=limits, info=index_info(idx), cache_size=cache_size)
     typer.echo(f"serving {idx!r} on http://{host}:{port} (POST /retrieve, GET /health)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+@serve_app.command("lm")
+def serve_lm(
+    model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local model directory or a hub id."),
+    served_name: str = typer.Option(None, "--served-name", help="Model id in the API (default: --model)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind; 0.0.0.0 exposes the server to the network."),
+    port: int = typer.Option(8001, min=0, max=65535),
+    device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda."),
+    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    max_batch: int = typer.Option(32, min=1, help="Most rows (choices) generated in one call."),
+    batch_window_ms: float = typer.Option(10.0, min=0.0, help="Milliseconds a batch waits for more requests."),
+    max_queue: int = typer.Option(256, min=1, help="Rows that may wait for the model; more get 503."),
+    max_tokens: int = typer.Option(2048, min=1, help="Largest max_tokens a request may ask for."),
+    max_n: int = typer.Option(16, min=1, help="Largest n (choices per request)."),
+    timeout: float = typer.Option(120.0, min=0.001, help="Seconds a request waits for its generation (then 504)."),
+    log_level: str = typer.Option("warning", help="uvicorn log level."),
+    torch_threads: int = typer.Option(0, min=0, help="torch threads (0: torch's default)."),
+) -> None:
+    """Serve an LM behind POST /v1/chat/completions and GET /v1/models (OpenAI-compatible)."""
+    import os
+
+    if model.strip().lower() in ("smollm2", "embedded"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import uvicorn
+
+    from factrl.lm.chat_request import LMServerLimits
+    from factrl.lm.loader import LMLoadError, load_lm, remote_backend
+    from factrl.lm.server import create_lm_app
+
+    try:
+        if remote_backend(model) is not None:
+            raise LMLoadError(f"{model!r} is already served behind an API; serve a local model")
+        limits = LMServerLimits(max_batch=max_batch, batch_window=batch_window_ms / 1000, max_queue=max_queue,
+                                max_tokens=max_tokens, max_n=max_n,
+                                timeout=timeout)
+        lm = load_lm(model, device=device, dtype=dtype, max_batch_size=max_batch)
+    except (LMLoadError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if torch_threads:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    name = served_name or model
+    app = create_lm_app(lm, model_id=name, limits=limits, aliases=[lm.name])
+    typer.echo(f"serving {name} on http://{host}:{port}/v1 (POST /v1/chat/completions, GET /v1/models)", err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import AGENT_HELP, MODE_HELP, PARAM_HELP
+from factrl.cli._common import AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, MODE_HELP, MODEL_HELP, PARAM_HELP
 from factrl.cli.app import app
 
 
@@ -16,7 +16,9 @@ from factrl.cli.app import app
 def verify(
     claim: str = typer.Argument(..., help="The claim to verify."),
     index: Path = typer.Option(..., "--index", help="Index directory (factrl index build)."),
-    model: str = typer.Option("smollm2", "--model", help="'smollm2' (embedded), a local path or a hub id."),
+    model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
+    base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
@@ -31,7 +33,7 @@ def verify(
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
     if model == "smollm2":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import build_agent
+    from factrl.cli._common import build_agent, lm_options
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig, run_episodes
@@ -39,7 +41,7 @@ def verify(
 
     idx = load_index(index)
     _, make_env = build_agent(agent, param, mode=mode, index=idx)
-    lm = load_lm(model)
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache))
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
     (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg)
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]

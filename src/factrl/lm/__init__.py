@@ -1,7 +1,9 @@
-"""Language models: the ``LM`` protocol, a transformers backend and the embedded SmolLM2.
+"""Language models: the ``LM`` protocol, a transformers backend, the embedded SmolLM2, and
+any OpenAI-compatible chat API (``openai:MODEL``).
 
 ``import factrl.lm`` stays light: the protocol and records come from :mod:`factrl.lm.base`;
-``load_lm``, ``HFLM`` and ``build_tiny_model`` import torch/transformers only when first used.
+``load_lm``, ``HFLM`` and ``build_tiny_model`` import torch/transformers only when first
+used, ``OpenAILM`` the openai package.
 """
 
 from __future__ import annotations
@@ -9,15 +11,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from factrl.lm.base import LM, LM_BACKENDS, Generation, GenerationConfig
+from factrl.lm.base import LM, LM_BACKENDS, Generation, GenerationConfig, RowFailures
 
 if TYPE_CHECKING:
     from factrl.lm.hf import HFLM
     from factrl.lm.loader import LMLoadError, load_lm, resolve_model_path
+    from factrl.lm.openai_backend import OpenAILM
+    from factrl.lm.remote import LMRequestError, RetryPolicy
     from factrl.lm.tiny import build_tiny_model
 
-__all__ = ["HFLM", "LM", "LM_BACKENDS", "Generation", "GenerationConfig", "LMLoadError", "build_tiny_model", "load_lm",
-           "resolve_model_path"]
+__all__ = ["HFLM", "LM", "LM_BACKENDS", "Generation", "GenerationConfig", "LMLoadError", "LMRequestError", "OpenAILM",
+           "RetryPolicy", "RowFailures", "build_tiny_model", "load_lm", "resolve_model_path"]
 
 _LAZY = {
     "HFLM": "factrl.lm.hf",
@@ -25,6 +29,9 @@ _LAZY = {
     "load_lm": "factrl.lm.loader",
     "resolve_model_path": "factrl.lm.loader",
     "build_tiny_model": "factrl.lm.tiny",
+    "OpenAILM": "factrl.lm.openai_backend",
+    "LMRequestError": "factrl.lm.remote",
+    "RetryPolicy": "factrl.lm.remote",
 }
 
 

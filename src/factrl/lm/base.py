@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from factrl.registry import Registry
 from factrl.types import Message
 
-__all__ = ["Generation", "LM", "LM_BACKENDS", "GenerationConfig", "row_configs"]
+__all__ = ["Generation", "LM", "LM_BACKENDS", "GenerationConfig", "RowFailures", "row_configs"]
 
 
 @dataclass
@@ -17,17 +17,36 @@ class Generation:
     """One continuation exactly as sampled.
 
     ``token_ids`` are the sampled ids (including the stop string's tokens and a sampled
-    EOS, if any); ``logprobs[i]`` is the log-probability of ``token_ids[i]``.
+    EOS, if any); ``logprobs[i]`` is the log-probability of ``token_ids[i]``, or
+    ``logprobs`` is None when the backend cannot know them (an HTTP API without logprobs).
     ``finish_reason`` is ``"stop"`` (a stop string), ``"eos"`` or ``"length"``.
     Logprobs are of the sampling distribution as a GRPO trainer recomputes it: full
     vocabulary, logits divided by the temperature, no top-k (top-p < 1 breaks that match).
     """
 
     token_ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float] | None
     text: str
     finish_reason: Literal["stop", "eos", "length"]
     stop: str | None = None
+
+
+class RowFailures(RuntimeError):
+    """Some rows of one batched ``generate``/``complete`` call failed, the others did not.
+
+    ``generations[i]`` is row ``i``'s result, or None when it failed and ``errors[i]``
+    says why. A backend whose rows fail independently (an HTTP API, one request per row)
+    raises this, so the rollout runner fails only those rows' episodes.
+    """
+
+    def __init__(self, generations: Sequence[Generation | None], errors: Sequence[BaseException | None]) -> None:
+        if len(generations) != len(errors):
+            raise ValueError(f"{len(generations)} generations but {len(errors)} errors")
+        self.generations = list(generations)
+        self.errors = list(errors)
+        failed = [e for e in self.errors if e is not None]
+        first = f": {type(failed[0]).__name__}: {failed[0]}" if failed else ""
+        super().__init__(f"{len(failed)} of {len(self.errors)} rows failed{first}")
 
 
 @dataclass
@@ -110,3 +129,4 @@ class LM(Protocol):
 LM_BACKENDS: Registry[type] = Registry("LM backend")
 LM_BACKENDS.register_lazy("hf", "factrl.lm.hf")
 LM_BACKENDS.register_lazy("scripted", "factrl.lm.scripted")
+LM_BACKENDS.register_lazy("openai", "factrl.lm.openai_backend")

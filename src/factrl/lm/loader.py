@@ -5,6 +5,8 @@ Model names:
 - ``"smollm2"`` (alias ``"embedded"``): the embedded SmolLM2-135M-Instruct
   (:mod:`factrl.lm.embedded`), converted from its GGUF file once and cached;
 - an existing local directory: a ``save_pretrained`` folder (model + tokenizer);
+- ``"openai:MODEL"``: MODEL behind an OpenAI-compatible chat API (the ``openai`` backend,
+  :mod:`factrl.lm.openai_backend`; pass ``base_url=`` for a server other than OpenAI's);
 - anything else: a Hugging Face hub id, loaded with ``from_pretrained`` (it must be in
   the local hub cache when the hub is unreachable or ``HF_HUB_OFFLINE=1``).
 
@@ -19,23 +21,40 @@ from typing import Any
 
 from factrl.lm.base import LM, LM_BACKENDS
 
-__all__ = ["EMBEDDED_ALIASES", "LMLoadError", "load_lm", "resolve_model", "resolve_model_path"]
+__all__ = ["EMBEDDED_ALIASES", "REMOTE_PREFIXES", "LMLoadError", "load_lm", "remote_backend", "resolve_model",
+           "resolve_model_path"]
 
 EMBEDDED_ALIASES = frozenset({"smollm2", "embedded"})
+# "prefix:MODEL" names a model served behind an API; the prefix picks the backend.
+REMOTE_PREFIXES = {"openai": "openai"}
 
 
 class LMLoadError(RuntimeError):
     """A model could not be loaded; the message says which one and what to do."""
 
 
+def remote_backend(model: str) -> tuple[str, str] | None:
+    """``(backend, model_name)`` for ``"openai:MODEL"``-style names, else None."""
+    prefix, sep, rest = model.strip().partition(":")
+    if not sep or prefix.lower() not in REMOTE_PREFIXES:
+        return None
+    if not rest.strip():
+        raise LMLoadError(f"{model!r} names no model after {prefix}: (e.g. {prefix}:gpt-4o-mini)")
+    return REMOTE_PREFIXES[prefix.lower()], rest.strip()
+
+
 def resolve_model(model: str) -> tuple[str, str]:
     """``(source, name)``: a local directory or hub id to load, and a short display name.
 
-    The embedded model is converted and cached here if it is not cached yet.
+    The embedded model is converted and cached here if it is not cached yet; a remote
+    ``"openai:MODEL"`` resolves to ``("MODEL", "openai:MODEL")``.
     """
     if not isinstance(model, str) or not model.strip():
         raise LMLoadError(f"model must be a non-empty string ('smollm2', a directory or a hub id), got {model!r}")
     model = model.strip()
+    remote = remote_backend(model)
+    if remote is not None:
+        return remote[1], model
     if model.lower() in EMBEDDED_ALIASES:
         from factrl.lm.embedded import EMBEDDED_NAME, EmbeddedModelError, ensure_embedded_model
 
@@ -59,6 +78,8 @@ def resolve_model_path(model: str) -> str:
     the policy's ``_name_or_path``, so the policy must come from a path or hub id, never
     an in-memory object.
     """
+    if remote_backend(model) is not None:
+        raise LMLoadError(f"{model!r} is served behind an API: it has no weights to load or train here")
     return resolve_model(model)[0]
 
 
@@ -70,7 +91,14 @@ def load_lm(
     dtype: str = "float32",
     **kw: Any,
 ) -> LM:
-    """Load ``model`` with ``backend``; extra keywords go to the backend (e.g. ``max_batch_size``)."""
+    """Load ``model`` with ``backend``; extra keywords go to the backend (e.g.
+    ``max_batch_size``, or ``base_url``/``api_key_env`` for ``"openai:MODEL"``, whose
+    prefix picks the ``openai`` backend)."""
+    remote = remote_backend(model) if isinstance(model, str) else None
+    if remote is not None:
+        if backend not in ("hf", remote[0]):
+            raise LMLoadError(f"{model!r} is served by the {remote[0]!r} backend, not {backend!r}")
+        backend = remote[0]
     factory = LM_BACKENDS.get(backend)
     load = getattr(factory, "load", None)
     if load is None:

@@ -21,8 +21,6 @@ most ``timeout`` seconds for its result (504 after that).
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections import deque
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
@@ -30,12 +28,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 # This module is the HTTP backend: it is imported only to serve, so fastapi loads here.
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from factrl.retrieval.base import Retriever
 from factrl.retrieval.cache import CachedRetriever
+from factrl.serving import BadRequest, decode_json, read_body, short_repr
 from factrl.types import Hit, Passage
 
 __all__ = ["ServerLimits", "create_app", "document_of", "index_info"]
@@ -95,86 +93,6 @@ def index_info(index: Any) -> dict[str, Any]:
     }
 
 
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-# A /retrieve body nests two levels ({"queries": [...]}); anything much deeper is hostile and
-# would exhaust json's recursion (RecursionError, a 500) long before the body-size limit.
-MAX_JSON_DEPTH = 32
-# topk is at most max_k; a number this long is never meaningful, and int() of more than
-# 4300 digits raises ValueError (CPython's conversion limit), so such numbers stop here.
-MAX_INT_DIGITS = 32
-# A JSON string (escapes skipped), or an unterminated one running to the end: it always
-# matches without backtracking, so stripping strings stays linear in the body size.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)', re.DOTALL)
-# Outside strings: an opening bracket steps one level in (+1), a closing one out (-1 as int8).
-_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr`` for error messages, cut short: a bad value may be as large as the body."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _nesting_exceeds(text: str, limit: int) -> bool:
-    """Whether ``text`` opens arrays/objects more than ``limit`` deep, checked without recursion.
-
-    Counts every bracket outside strings, so unclosed ones count too: json.loads recurses on
-    each ``[``/``{`` it reads, whether or not a matching close ever follows.
-    """
-    if text.count("[") + text.count("{") <= limit:  # the usual case: nothing to scan
-        return False
-    outside = _JSON_STRING.sub("", text).encode("utf-8", "surrogatepass")
-    steps = np.frombuffer(outside.translate(_BRACKET_STEP, _NOT_BRACKET), dtype=np.int8)
-    return steps.size > 0 and int(np.cumsum(steps, dtype=np.int64).max()) > limit
-
-
-def _parse_int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise BadRequest(400, f"number with {len(digits.lstrip('-'))} digits; the limit is {MAX_INT_DIGITS}")
-    return int(digits)
-
-
-def _reject_constant(name: str) -> Any:
-    # Python's json accepts NaN/Infinity, which are not JSON; they are never valid here.
-    raise BadRequest(400, f"body is not valid JSON: {name} is not a JSON value")
-
-
-def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # Duplicate keys are ambiguous (which "topk" was meant?): refuse rather than guess.
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise BadRequest(400, f"duplicate key {_short(key)} in a JSON object")
-            seen.add(key)
-    return obj
-
-
-def decode_json(body: bytes) -> Any:
-    """``json.loads`` for untrusted bodies: every failure is a :class:`BadRequest` (400)."""
-    try:  # the encoding detection json.loads does for bytes, done first so depth is checked on text
-        text = body.decode(json.detect_encoding(body), "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise BadRequest(400, f"body is not valid JSON: {exc}") from None
-    if _nesting_exceeds(text, MAX_JSON_DEPTH):
-        raise BadRequest(400, f"body nests arrays/objects deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        return json.loads(text, parse_int=_parse_int, parse_constant=_reject_constant,
-                          object_pairs_hook=_object_without_duplicates)
-    except json.JSONDecodeError as exc:
-        raise BadRequest(400, f"body is not valid JSON: {exc}") from None
-    except (RecursionError, ValueError) as exc:  # a backstop: the checks above should come first
-        raise BadRequest(400, f"body could not be decoded: {type(exc).__name__}") from None
-
-
 def parse_request(body: bytes, limits: ServerLimits) -> tuple[list[str], int, bool]:
     """Validate a ``/retrieve`` body; raise :class:`BadRequest` saying what is wrong."""
     data = decode_json(body)
@@ -200,12 +118,12 @@ def parse_request(body: bytes, limits: ServerLimits) -> tuple[list[str], int, bo
     if topk is None:
         topk = limits.default_k
     if isinstance(topk, bool) or not isinstance(topk, int):
-        raise BadRequest(400, f"'topk' must be an integer, got {_short(topk)}")
+        raise BadRequest(400, f"'topk' must be an integer, got {short_repr(topk)}")
     if not 1 <= topk <= limits.max_k:
         raise BadRequest(400, f"'topk' must be between 1 and {limits.max_k}, got {topk}")
     return_scores = data.get("return_scores", False)
     if not isinstance(return_scores, bool):
-        raise BadRequest(400, f"'return_scores' must be true or false, got {_short(return_scores)}")
+        raise BadRequest(400, f"'return_scores' must be true or false, got {short_repr(return_scores)}")
     return queries, topk, return_scores
 
 
@@ -306,26 +224,10 @@ def create_app(retriever: Retriever, *, limits: ServerLimits | None = None, info
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"detail": message}, status_code=status)
 
-    async def read_body(request: Request) -> bytes:
-        declared = request.headers.get("content-length")
-        if declared is not None:
-            # isdigit() alone admits "²" and unbounded lengths, which int() rejects (a 500)
-            if not (declared.isascii() and declared.isdigit()):
-                raise BadRequest(400, "invalid Content-Length header")
-            if len(declared) > 18 or int(declared) > limits.body_limit:
-                raise BadRequest(413, f"body of {declared[:18]} bytes; the limit is {limits.body_limit}")
-        chunks, size = [], 0
-        async for chunk in request.stream():  # also bounds bodies sent without Content-Length
-            size += len(chunk)
-            if size > limits.body_limit:
-                raise BadRequest(413, f"body larger than the limit of {limits.body_limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     @app.post("/retrieve")
     async def retrieve(request: Request) -> JSONResponse:
         try:
-            queries, k, return_scores = parse_request(await read_body(request), limits)
+            queries, k, return_scores = parse_request(await read_body(request, limits.body_limit), limits)
         except BadRequest as exc:
             return error(exc.status, exc.message)
         if cached is not None:

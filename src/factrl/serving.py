@@ -1,0 +1,117 @@
+"""Helpers shared by factrl's HTTP servers (retrieval, LM): hardened JSON decoding and
+bounded body reading, so every server answers hostile input with 4xx and a message.
+
+A body ``json.loads`` would choke on (5000-digit numbers, deep nesting, NaN, duplicate
+keys, invalid encodings) is a :class:`BadRequest` (400), never a 500; a body over the
+limit, declared or streamed, is a 413. FastAPI/starlette are needed only by
+:func:`read_body`'s caller; this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BadRequest", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "decode_json", "read_body", "short_repr"]
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# Request bodies nest a few levels; anything much deeper is hostile and would exhaust
+# json's recursion (RecursionError, a 500) long before the body-size limit.
+MAX_JSON_DEPTH = 32
+# No field takes a number this long (topk, max_tokens, seed), and int() of more than
+# 4300 digits raises ValueError (CPython's conversion limit), so such numbers stop here.
+MAX_INT_DIGITS = 32
+# A JSON string (escapes skipped), or an unterminated one running to the end: it always
+# matches without backtracking, so stripping strings stays linear in the body size.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)', re.DOTALL)
+# Outside strings: an opening bracket steps one level in (+1), a closing one out (-1 as int8).
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr`` for error messages, cut short: a bad value may be as large as the body."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _nesting_exceeds(text: str, limit: int) -> bool:
+    """Whether ``text`` opens arrays/objects more than ``limit`` deep, checked without recursion.
+
+    Counts every bracket outside strings, so unclosed ones count too: json.loads recurses on
+    each ``[``/``{`` it reads, whether or not a matching close ever follows.
+    """
+    if text.count("[") + text.count("{") <= limit:  # the usual case: nothing to scan
+        return False
+    outside = _JSON_STRING.sub("", text).encode("utf-8", "surrogatepass")
+    steps = np.frombuffer(outside.translate(_BRACKET_STEP, _NOT_BRACKET), dtype=np.int8)
+    return steps.size > 0 and int(np.cumsum(steps, dtype=np.int64).max()) > limit
+
+
+def _parse_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise BadRequest(400, f"number with {len(digits.lstrip('-'))} digits; the limit is {MAX_INT_DIGITS}")
+    return int(digits)
+
+
+def _reject_constant(name: str) -> Any:
+    # Python's json accepts NaN/Infinity, which are not JSON; they are never valid here.
+    raise BadRequest(400, f"body is not valid JSON: {name} is not a JSON value")
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Duplicate keys are ambiguous (which "topk" was meant?): refuse rather than guess.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise BadRequest(400, f"duplicate key {short_repr(key)} in a JSON object")
+            seen.add(key)
+    return obj
+
+
+def decode_json(body: bytes) -> Any:
+    """``json.loads`` for untrusted bodies: every failure is a :class:`BadRequest` (400)."""
+    try:  # the encoding detection json.loads does for bytes, done first so depth is checked on text
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(400, f"body is not valid JSON: {exc}") from None
+    if _nesting_exceeds(text, MAX_JSON_DEPTH):
+        raise BadRequest(400, f"body nests arrays/objects deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_constant=_reject_constant,
+                          object_pairs_hook=_object_without_duplicates)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(400, f"body is not valid JSON: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # a backstop: the checks above should come first
+        raise BadRequest(400, f"body could not be decoded: {type(exc).__name__}") from None
+
+
+async def read_body(request: Any, limit: int) -> bytes:
+    """The body of a starlette ``Request``, at most ``limit`` bytes (413 past it, whether
+    declared by Content-Length or streamed without one; 400 for a bad Content-Length)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        # isdigit() alone admits "²" and unbounded lengths, which int() rejects (a 500)
+        if not (declared.isascii() and declared.isdigit()):
+            raise BadRequest(400, "invalid Content-Length header")
+        if len(declared) > 18 or int(declared) > limit:
+            raise BadRequest(413, f"body of {declared[:18]} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(413, f"body larger than the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
