@@ -85,3 +85,6 @@ EnvFactory = Callable[[], Env]
 ENVS: Registry[Callable[..., Env]] = Registry("environment")
 ENVS.register_lazy("veri_r1", "factrl.envs.veri_r1")
 ENVS.register_lazy("veri_r1_offline", "factrl.envs.veri_r1")
+# Baselines (factrl.envs.baselines): direct prompting, single-shot RAG,
+# decompose-then-verify, ReAct.
+ENVS.register_lazy("direct", "factrl.envs.baselines.direct")

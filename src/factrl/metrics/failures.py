@@ -1,15 +1,18 @@
 """Why episodes failed: format failures by kind and episode errors by type.
 
 Format errors are the strings of :mod:`factrl.envs.tags` (``check_protocol``,
-``parse_answer``); they are classified by their stable prefixes, so rewording the rest of
-a message does not move it to another kind. Kinds (an episode counts once per kind):
+``parse_answer``) and of the baselines' plain-text parsers; they are classified by their
+stable prefixes, so rewording the rest of a message does not move it to another kind.
+Kinds (an episode counts once per kind):
 
-- ``no_answer``: no ``<answer>`` block was found;
-- ``text_outside_tags``: text the model wrote outside every tag block;
+- ``no_answer``: no ``<answer>`` block was found (baselines: no ``Label:`` line, no
+  ``finish`` action, no sub-claims);
+- ``text_outside_tags``: text the model wrote outside every tag block (baselines:
+  outside the answer's lines, the sub-claim list, or the Thought/Action steps);
 - ``forged_information``: the model wrote ``<information>`` itself (only the
   environment may; a forged block is invented evidence);
 - ``unparseable_label``: the answer has no ``Label:`` line or an unknown label;
-- ``bad_evidence_ids``: evidence not in ``[[id]]`` format or no ``Evidence:`` line, and —
+- ``bad_evidence_ids``: evidence not in ``[[id]]`` format or none given, and —
   when the trajectory records the ids it was shown (``retrieved_ids``) — cited ids that
   were never shown;
 - ``other``: every other protocol problem (nesting, unclosed tags, order, budgets, ...).
@@ -52,12 +55,14 @@ FORMAT_FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 # (message prefix, kind), matched case-insensitively on the start of the message.
 _PREFIXES: tuple[tuple[str, FailureKind], ...] = (
     ("no <answer>", "no_answer"),
-    ("text outside tags", "text_outside_tags"),
+    ("no answer", "no_answer"),  # the plain-text baselines (factrl.envs.baselines)
+    ("text outside", "text_outside_tags"),  # "text outside tags", "... the answer", ...
     ("model wrote <information>", "forged_information"),
     ("answer has no 'label:'", "unparseable_label"),
     ("unknown label", "unparseable_label"),
     ("evidence not in [[id]] format", "bad_evidence_ids"),
     ("answer has no 'evidence:'", "bad_evidence_ids"),
+    ("no evidence", "bad_evidence_ids"),
 )
 # "reset failed: ValueError: ..." → stage "reset", type "ValueError".
 _ERROR = re.compile(r"^\s*([a-z][a-z ]*?) failed: ([A-Za-z_][\w.]*)\s*:")

@@ -80,6 +80,7 @@ REWARDS: Registry[Reward] = Registry("reward")
 REWARDS.register_lazy("veri_r1", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_validity", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_evidence", "factrl.rewards.veri_r1")
+REWARDS.register_lazy("label_only", "factrl.rewards.label_only")
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:

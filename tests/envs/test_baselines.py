@@ -1,0 +1,97 @@
+"""The baseline agents (direct, rag, decompose, react): each protocol on scripted model
+outputs, malformed ones included, through the real episode machine and rewards."""
+
+import pytest
+
+from factrl.envs import EnvDeps, EnvSpec, build
+from factrl.labels import Label
+from factrl.lm.scripted import ScriptedLM
+from factrl.metrics.failures import format_failure_kinds
+from factrl.rollout import RolloutConfig, run_episodes
+from factrl.types import Claim, EvidenceRef, Passage
+
+from _support import WordOverlapRetriever
+
+PASSAGES = [
+    Passage(id="nile#0", doc_id="nile", title="Nile", text="The Nile is long. It flows north.",
+            sentence_ids=["nile_0", "nile_1"], sentences=["The Nile is long.", "It flows north."]),
+    Passage(id="amazon#0", doc_id="amazon", title="Amazon", text="The Amazon carries the most water.",
+            sentence_ids=["amazon_0"], sentences=["The Amazon carries the most water."]),
+    Passage(id="paris#0", doc_id="paris", title="Paris", text="Paris is the capital of France.",
+            sentence_ids=["paris_0"], sentences=["Paris is the capital of France."]),
+]
+CLAIM = Claim(id="c1", text="The Nile flows north.", label="SUPPORT",
+              evidence=[EvidenceRef(id="nile_1", doc_id="nile")])
+
+
+def run(agent, respond, claim=CLAIM, retriever=None, **params):
+    """One episode of ``agent`` with a scripted model; returns (trajectory, retriever)."""
+    retriever = retriever or WordOverlapRetriever(PASSAGES)
+    deps = EnvDeps(retriever=retriever)
+    (traj,) = run_episodes(lambda: build(EnvSpec(name=agent, params=params), deps), [claim], ScriptedLM(respond),
+                           RolloutConfig(temperature=0))
+    return traj, retriever
+
+
+def fixed(text):
+    return lambda context: text
+
+
+def kinds(traj):
+    return format_failure_kinds(traj.verdict, traj.retrieved_ids)
+
+
+# -- direct ---------------------------------------------------------------------------
+def test_direct_answer_without_evidence():
+    traj, retriever = run("direct", fixed("Label: SUPPORT\nReason: The Nile flows north to the sea."))
+    assert traj.error is None and retriever.queries == []
+    assert "Claim: The Nile flows north." in traj.prompt[0].content
+    v = traj.verdict
+    assert v.label is Label.SUPPORT and v.evidence_ids == [] and v.answered
+    assert v.format_ok, v.format_errors
+    # label_only: format 1 + 2 × label correct; the reward declares its parts.
+    assert traj.reward.total == 3.0
+    assert traj.reward.components == {"label": 2.0, "format": 1.0, "label_correct": 1.0, "total": 3.0}
+    assert [t.source for t in traj.turns] == ["model"] and set(traj.turns[0].mask) == {1}
+
+
+@pytest.mark.parametrize("text, label, answered, kind, total", [
+    ("Label: REFUTE", Label.REFUTE, True, None, 1.0),  # wrong label, format ok
+    ("**Label:** not enough info", Label.NEI, True, None, 1.0),
+    ("I think it is true.", None, False, "no_answer", 0.0),
+    ("", None, False, "no_answer", 0.0),
+    ("Label: probably", None, True, "unparseable_label", 0.0),
+    ("Label: SUPPORT\nEvidence: [[nile_1]]", Label.SUPPORT, True, "text_outside_tags", 2.0),
+    ("Sure! Here it is.\nLabel: SUPPORT", Label.SUPPORT, True, "text_outside_tags", 2.0),
+])
+def test_direct_malformed_outputs_never_raise(text, label, answered, kind, total):
+    traj, _ = run("direct", fixed(text))
+    v = traj.verdict
+    assert traj.error is None
+    assert v.label == label and v.answered == answered
+    assert v.format_ok == (kind is None)
+    if kind is not None:
+        assert kind in kinds(traj)
+    assert traj.reward.total == total
+
+
+def test_direct_label_line_given_twice_keeps_the_first():
+    traj, _ = run("direct", fixed("Label: REFUTE\nLabel: SUPPORT"))
+    assert traj.verdict.label is Label.REFUTE and not traj.verdict.format_ok
+    assert traj.verdict.format_errors == ["'Label:' line given more than once"]
+
+
+def test_label_only_reward_is_configurable_and_scores_errors_zero():
+    from factrl.rewards import RewardSpec, build_reward
+    from factrl.types import Trajectory, Verdict
+
+    reward = build_reward(RewardSpec(name="label_only", params={"label_correct": 1.0}))
+    assert reward.components == ("label", "format") and reward.diagnostics == ("label_correct",)
+    good = Trajectory(claim_id="c1", env="direct", claim=CLAIM, prompt=[],
+                      verdict=Verdict(label="SUPPORT", format_ok=True, answered=True))
+    broken = good.model_copy(update={"error": "env step failed: TimeoutError: x"})
+    unlabelled = good.model_copy(update={"claim": Claim(id="u", text="t")})
+    a, b, c = reward.score([good, broken, unlabelled])
+    assert a.total == 2.0 and b.total == 0.0 and c.total == 0.0 and c.components == {}
+    with pytest.raises(ValueError, match="label_only"):
+        build_reward(RewardSpec(name="label_only", params={"nope": 1}))
