@@ -95,3 +95,54 @@ def test_label_only_reward_is_configurable_and_scores_errors_zero():
     assert a.total == 2.0 and b.total == 0.0 and c.total == 0.0 and c.components == {}
     with pytest.raises(ValueError, match="label_only"):
         build_reward(RewardSpec(name="label_only", params={"nope": 1}))
+
+
+# -- rag ------------------------------------------------------------------------------
+def test_rag_retrieves_for_the_claim_and_cites_ids():
+    traj, retriever = run("rag", fixed("Label: SUPPORT\nEvidence: [[nile_1]]\nReason: It says so."))
+    assert traj.error is None
+    assert retriever.queries == ["The Nile flows north."] and traj.searches == ["The Nile flows north."]
+    prompt = traj.prompt[0].content
+    assert "[[nile_0]]: Nile — The Nile is long.\n[[nile_1]]: It flows north." in prompt
+    assert prompt.rstrip().endswith("Claim: The Nile flows north.")
+    assert traj.retrieved_ids[:2] == ["nile_0", "nile_1"]
+    v = traj.verdict
+    assert v.format_ok and v.label is Label.SUPPORT and v.evidence_ids == ["nile_1"]
+    # veri_r1: label 2 · validity 1 + IoU 1 + format 1.
+    assert traj.reward.total == pytest.approx(4.0)
+    assert [t.source for t in traj.turns] == ["model"]
+
+
+def test_rag_top_k_bounds_the_units_shown():
+    traj, _ = run("rag", fixed("Label: SUPPORT\nEvidence: none"), top_k=1)
+    assert traj.retrieved_ids == ["nile_0", "nile_1"]  # one unit, both its sentences
+    assert "[[amazon_0]]" not in traj.prompt[0].content
+    assert traj.verdict.format_ok and traj.verdict.evidence_ids == []
+
+
+@pytest.mark.parametrize("text, label, ids, kind", [
+    ("Label: SUPPORT", Label.SUPPORT, [], "bad_evidence_ids"),  # no Evidence line
+    ("Label: SUPPORT\nReason: see [[nile_1]]", Label.SUPPORT, ["nile_1"], "bad_evidence_ids"),
+    ("Label: SUPPORT\nEvidence: nile_1", Label.SUPPORT, [], "bad_evidence_ids"),
+    ("Label: SUPPORT\nEvidence: [[made_up]]", Label.SUPPORT, ["made_up"], "bad_evidence_ids"),  # never shown
+    ("Label: TRUE\nEvidence: [[nile_1]]", None, ["nile_1"], "unparseable_label"),
+    ("", None, [], "no_answer"),
+    ("Evidence: [[nile_1]]", None, [], "no_answer"),
+    ("Let me think.\nLabel: SUPPORT\nEvidence: [[nile_1]]", Label.SUPPORT, ["nile_1"], "text_outside_tags"),
+])
+def test_rag_malformed_answers(text, label, ids, kind):
+    traj, _ = run("rag", fixed(text))
+    v = traj.verdict
+    assert traj.error is None
+    assert v.label == label and v.evidence_ids == ids
+    assert kind in kinds(traj)
+    if kind != "bad_evidence_ids" or v.format_errors:  # a never-shown id is a metric, not a format error
+        assert not v.format_ok
+    assert traj.reward.components["format"] == (1.0 if v.format_ok else 0.0)
+
+
+def test_rag_needs_a_retriever_and_knows_its_params():
+    with pytest.raises(ValueError, match="needs a retriever"):
+        build("rag", EnvDeps())
+    with pytest.raises(ValueError, match="'rag'"):
+        build(EnvSpec(name="rag", params={"max_searches": 2}), EnvDeps(retriever=WordOverlapRetriever(PASSAGES)))

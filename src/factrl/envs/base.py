@@ -88,3 +88,4 @@ ENVS.register_lazy("veri_r1_offline", "factrl.envs.veri_r1")
 # Baselines (factrl.envs.baselines): direct prompting, single-shot RAG,
 # decompose-then-verify, ReAct.
 ENVS.register_lazy("direct", "factrl.envs.baselines.direct")
+ENVS.register_lazy("rag", "factrl.envs.baselines.rag")
