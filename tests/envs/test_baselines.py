@@ -146,3 +146,114 @@ def test_rag_needs_a_retriever_and_knows_its_params():
         build("rag", EnvDeps())
     with pytest.raises(ValueError, match="'rag'"):
         build(EnvSpec(name="rag", params={"max_searches": 2}), EnvDeps(retriever=WordOverlapRetriever(PASSAGES)))
+
+
+# -- decompose ------------------------------------------------------------------------
+TWO_PART = Claim(id="c2", text="The Nile flows north and Paris is the capital of France.", label="SUPPORT",
+                 evidence=[EvidenceRef(id="nile_1"), EvidenceRef(id="paris_0")])
+
+
+def decomposer(split, answers):
+    """Turn 1 answers ``split``; a sub-claim context answers ``answers[sub-claim]``."""
+    seen = []
+
+    def respond(context):
+        seen.append(context)
+        if "Break the claim" in context:
+            return split
+        sub = context.rsplit("Sub-claim: ", 1)[1].split("<", 1)[0].strip()
+        return answers[sub]
+    return respond, seen
+
+
+def test_decompose_verifies_each_subclaim_in_its_own_context():
+    respond, seen = decomposer("1. The Nile flows north.\n2. Paris is the capital of France.", {
+        "The Nile flows north.": "Label: SUPPORT\nEvidence: [[nile_1]]",
+        "Paris is the capital of France.": "Label: SUPPORT\nEvidence: [[paris_0]]\nReason: stated.",
+    })
+    traj, retriever = run("decompose", respond, claim=TWO_PART, top_k=1)
+    assert traj.error is None
+    assert retriever.queries == ["The Nile flows north.", "Paris is the capital of France."]
+    assert traj.searches == retriever.queries and traj.meta["subclaims"] == retriever.queries
+    # The opening context is the decomposition; one segment per sub-claim, each a fresh
+    # policy context with only its own search results.
+    assert [t.text for t in traj.turns] == ["1. The Nile flows north.\n2. Paris is the capital of France."]
+    assert [s.role for s in traj.segments] == ["policy", "policy"]
+    first, second = (s.prompt[0].content for s in traj.segments)
+    assert "[[nile_1]]: It flows north." in first and "[[paris_0]]" not in first
+    assert "[[paris_0]]: Paris — Paris is the capital of France." in second
+    assert "[[nile_1]]" not in second and "Nile flows" not in second
+    # What the model saw when answering sub-claim 2: none of the episode before it.
+    assert "Break the claim" not in seen[2] and "[[nile" not in seen[2] and "Evidence: [[nile_1]]" not in seen[2]
+    for seg in traj.segments:
+        assert [t.source for t in seg.turns] == ["model"] and set(seg.turns[0].mask) == {1}
+        assert seg.prompt_ids and seg.turns[0].token_ids
+    v = traj.verdict
+    assert v.format_ok, v.format_errors
+    assert v.label is Label.SUPPORT and v.evidence_ids == ["nile_1", "paris_0"]
+    assert traj.meta["sub_labels"] == ["SUPPORT", "SUPPORT"]
+    assert traj.reward.total == pytest.approx(4.0)
+    # The text-only parse (turns joined by newlines) gives the same verdict.
+    env = build("decompose", EnvDeps(retriever=retriever))
+    joined = "\n".join(t.text for ctx in [traj, *traj.segments] for t in ctx.turns)
+    assert env.parse_verdict(joined) == v
+
+
+@pytest.mark.parametrize("labels, expected", [
+    (["SUPPORT", "SUPPORT"], Label.SUPPORT),
+    (["SUPPORT", "REFUTE"], Label.REFUTE),
+    (["NOT ENOUGH INFO", "REFUTE"], Label.REFUTE),
+    (["SUPPORT", "NOT ENOUGH INFO"], Label.NEI),
+    (["SUPPORT", "MAYBE"], Label.NEI),  # an unknown label counts as not supported
+])
+def test_decompose_and_aggregation(labels, expected):
+    respond, _ = decomposer("1. The Nile flows north.\n2. Paris is the capital of France.", {
+        "The Nile flows north.": f"Label: {labels[0]}\nEvidence: none",
+        "Paris is the capital of France.": f"Label: {labels[1]}\nEvidence: none",
+    })
+    traj, _ = run("decompose", respond, claim=TWO_PART)
+    assert traj.verdict.label is expected and traj.verdict.answered
+
+
+def test_decompose_too_many_subclaims_verifies_the_first_max():
+    split = "\n".join(f"{i}. The Nile flows north {i}." for i in range(1, 5))
+    respond, _ = decomposer(split, {f"The Nile flows north {i}.": "Label: SUPPORT\nEvidence: [[nile_1]]"
+                                    for i in range(1, 5)})
+    traj, retriever = run("decompose", respond, max_subclaims=2)
+    assert len(retriever.queries) == 2 and len(traj.segments) == 2
+    assert traj.verdict.label is Label.SUPPORT and not traj.verdict.format_ok
+    assert traj.verdict.format_errors == ["too many sub-claims: 4 (at most 2; the first 2 were verified)"]
+    assert traj.reward.components["format"] == 0.0
+
+
+def test_decompose_without_a_list_is_no_answer():
+    traj, retriever = run("decompose", fixed("The claim is true."))
+    assert retriever.queries == [] and traj.segments == [] and traj.searches == []
+    v = traj.verdict
+    assert not v.answered and v.label is None
+    assert v.format_errors[0].startswith("no answer: no sub-claims")
+    assert {"no_answer", "text_outside_tags"} <= kinds(traj)
+    assert traj.reward.total == 0.0
+
+
+def test_decompose_empty_output_is_no_answer():
+    traj, _ = run("decompose", fixed(""))
+    assert not traj.verdict.answered and traj.reward.total == 0.0
+
+
+def test_decompose_malformed_subverdicts_keep_their_prefixes():
+    respond, _ = decomposer("Sub-claims:\n1. The Nile flows north.\n3. Paris is the capital of France.", {
+        "The Nile flows north.": "Label: SUPPORT\nEvidence: nile_1",
+        "Paris is the capital of France.": "I cannot say.",
+    })
+    traj, _ = run("decompose", respond, claim=TWO_PART)
+    v = traj.verdict
+    assert v.answered and v.label is Label.NEI and v.evidence_ids == []
+    assert v.format_errors == [
+        "sub-claims not numbered 1, 2, ...: '3. Paris is the capital of France.'",
+        "text outside the sub-claim list: 'Sub-claims:'",
+        "evidence not in [[id]] format: 'nile_1' (sub-claim 1)",
+        "no answer: no 'Label:' line (sub-claim 2)",
+        "text outside the answer: 'I cannot say.' (sub-claim 2)",
+    ]
+    assert {"text_outside_tags", "bad_evidence_ids", "no_answer", "other"} == kinds(traj)

@@ -89,3 +89,4 @@ ENVS.register_lazy("veri_r1_offline", "factrl.envs.veri_r1")
 # decompose-then-verify, ReAct.
 ENVS.register_lazy("direct", "factrl.envs.baselines.direct")
 ENVS.register_lazy("rag", "factrl.envs.baselines.rag")
+ENVS.register_lazy("decompose", "factrl.envs.baselines.decompose")
