@@ -257,3 +257,92 @@ def test_decompose_malformed_subverdicts_keep_their_prefixes():
         "text outside the answer: 'I cannot say.' (sub-claim 2)",
     ]
     assert {"text_outside_tags", "bad_evidence_ids", "no_answer", "other"} == kinds(traj)
+
+
+# -- react ----------------------------------------------------------------------------
+def stepper(turns):
+    """Plays ``turns`` in order: the n-th model turn after n - 1 observations."""
+    return lambda context: turns[min(context.count("Observation:"), len(turns) - 1)]
+
+
+REACT_GOOD = [
+    "Thought: I should find where the Nile flows.\nAction: search[Nile flows north]\nThought: (cut by the stop)",
+    "Thought: It flows north.\nAction: finish[SUPPORT | [[nile_1]]]",
+]
+
+
+def test_react_searches_observes_and_finishes():
+    traj, retriever = run("react", stepper(REACT_GOOD))
+    assert traj.error is None
+    assert retriever.queries == ["Nile flows north"] and traj.searches == ["Nile flows north"]
+    assert [t.source for t in traj.turns] == ["model", "env", "model"]
+    # Generation stopped at the end of the Action line; the observation follows it.
+    assert traj.turns[0].text == "Thought: I should find where the Nile flows.\nAction: search[Nile flows north]\n"
+    assert traj.turns[1].text.startswith("Observation:\n[[nile_0]]: Nile — The Nile is long.\n[[nile_1]]: It flows")
+    assert set(traj.turns[1].mask) == {0} and traj.turns[1].logprobs is None
+    assert set(traj.turns[0].mask) == set(traj.turns[2].mask) == {1}
+    model_ids = [i for i, m in zip(traj.completion_ids, traj.completion_mask) if m == 1]
+    assert ScriptedLM(str).decode(model_ids) == traj.model_text
+    v = traj.verdict
+    assert v.format_ok, v.format_errors
+    assert v.label is Label.SUPPORT and v.evidence_ids == ["nile_1"] and "nile_1" in traj.retrieved_ids
+    assert traj.reward.total == pytest.approx(4.0)
+
+
+def test_react_that_never_finishes_has_no_answer():
+    traj, retriever = run("react", fixed("Thought: more.\nAction: search[Nile]\n"))
+    assert len(retriever.queries) == 3 and traj.searches == ["Nile"] * 3
+    assert [t.source for t in traj.turns] == ["model", "env"] * 3 + ["model"]  # max_steps + 1 turns
+    assert "search budget is spent" in traj.turns[5].text
+    v = traj.verdict
+    assert not v.answered and v.label is None
+    assert v.format_errors == ["no answer: no Action: finish[...]", "search over budget: more than 3 searches"]
+    assert traj.reward.total == 0.0
+
+
+def test_react_turn_without_an_action_gets_an_observation():
+    traj, retriever = run("react", stepper(["I think the claim is true.",
+                                            "Thought: ok.\nAction: finish[SUPPORT | none]"]), max_steps=2)
+    assert retriever.queries == [] and traj.searches == []
+    assert traj.turns[1].source == "env" and traj.turns[1].text.startswith("\nObservation: no valid action.")
+    v = traj.verdict
+    assert v.answered and v.label is Label.SUPPORT and v.evidence_ids == []
+    assert v.format_errors == ["text outside Thought/Action lines: 'I think the claim is true.'"]
+    assert kinds(traj) == {"text_outside_tags"}
+
+
+def test_react_empty_output_is_no_answer():
+    traj, _ = run("react", fixed(""), max_steps=1)
+    assert sum(t.source == "model" for t in traj.turns) == 2 and traj.searches == []
+    assert not traj.verdict.answered and traj.reward.total == 0.0
+
+
+@pytest.mark.parametrize("text, label, ids, errors", [
+    ("Thought: t\nAction: finish[MAYBE | [[a]]]", None, ["a"], ["unknown label 'MAYBE'"]),
+    ("Thought: t\nAction: finish[REFUTE]", Label.REFUTE, [], ["no evidence: finish has no '| [[id]], ...' part"]),
+    ("Thought: t\nAction: finish[REFUTE | a, b]", Label.REFUTE, [], ["evidence not in [[id]] format: 'a, b'"]),
+    ("Action: finish[NEI | none]", Label.NEI, [], ["action without a thought: 'Action: finish[NEI | none]'"]),
+    ("Thought: t\nAction: lookup[x]\nThought: u\nAction: finish[NEI | none]", Label.NEI, [],
+     ["invalid action: 'lookup[x]'"]),
+    ("Thought: t\nAction: search[x]\nObservation: made up\nThought: u\nAction: finish[SUPPORT | [[a]]]",
+     Label.SUPPORT, ["a"], ["model wrote an Observation itself"]),
+    ("Thought: t\nThought: u\nAction: finish[SUPPORT | [[a]], [[b]]]\nDone.", Label.SUPPORT, ["a", "b"],
+     ["thought without an action", "text outside Thought/Action lines (after finish): 'Done.'"]),
+])
+def test_react_parser_on_malformed_text(text, label, ids, errors):
+    from factrl.envs.baselines.react import parse_react
+
+    v = parse_react(text, max_steps=3)
+    assert v.answered and v.label == label and v.evidence_ids == ids
+    assert v.format_errors == errors and not v.format_ok
+
+
+def test_every_baseline_parser_survives_junk():
+    junk = ["", "\n\n", "[[" * 500, "Label:" * 300, "Action: finish[" * 200, "1. " * 400, "**:**\n" * 100,
+            "Thought:\nAction: search[]\n" * 50, "Label: " + "x" * 5000 + "\nEvidence: [[" + "]]" * 100]
+    deps = EnvDeps.offline_only()
+    for agent in ("direct", "rag", "decompose", "react"):
+        env = build(agent, deps)
+        for text in junk:
+            v = env.parse_verdict(text)
+            assert not v.format_ok and v.format_errors, (agent, text[:20])

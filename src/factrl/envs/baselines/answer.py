@@ -79,7 +79,7 @@ def parse_evidence(raw: str) -> tuple[list[str], list[str]]:
     leftover = _BRACKETED.sub("", raw).replace(",", " ").strip()
     if leftover.lower() in _NO_EVIDENCE:
         return ids, []
-    return ids, [f"evidence not in [[id]] format: {clip(leftover)!r}"]
+    return ids, [f"evidence not in [[id]] format: {clip(raw.strip())!r}"]
 
 
 def answer_verdict(text: str, *, evidence: bool) -> Verdict:
