@@ -346,3 +346,48 @@ def test_every_baseline_parser_survives_junk():
         for text in junk:
             v = env.parse_verdict(text)
             assert not v.format_ok and v.format_errors, (agent, text[:20])
+
+
+# -- the CLI --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_setup(tmp_path_factory):
+    pytest.importorskip("torch")
+    import json
+
+    from factrl.lm.tiny import build_tiny_model
+    from factrl.retrieval.index import build_index
+
+    from _support import REPO
+
+    tmp = tmp_path_factory.mktemp("baselines_cli")
+    model = build_tiny_model(tmp / "tiny", layers=1, hidden=32, heads=2)
+    index = tmp / "index"
+    build_index(REPO / "tests" / "fixtures" / "mini_corpus.jsonl", index, progress=False)
+    claims = tmp / "claims.jsonl"
+    claims.write_text("".join(json.dumps({"id": f"c{i}", "claim": f"Claim number {i} about rivers.", "label": lab})
+                              + "\n" for i, lab in enumerate(["SUPPORT", "REFUTE", "NEI"])))
+    return model, index, claims
+
+
+@pytest.mark.parametrize("agent, reward", [("direct", "label_only"), ("rag", "veri_r1"), ("decompose", "veri_r1"),
+                                           ("react", "veri_r1")])
+def test_factrl_eval_runs_each_baseline(tiny_setup, tmp_path, agent, reward):
+    import json
+
+    from typer.testing import CliRunner
+
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    model, index, claims = tiny_setup
+    out = tmp_path / "run"
+    index_args = [] if agent == "direct" else ["--index", str(index)]  # direct retrieves nothing
+    r = CliRunner().invoke(app, ["eval", "--agent", agent, "--dataset", "jsonl", "--data-dir", str(claims),
+                                 *index_args, "--model", str(model), "--max-new-tokens", "6",
+                                 "--batch-size", "3", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    trajs = [json.loads(x) for x in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajs) == 3 and all(t["env"] == agent for t in trajs)
+    assert json.loads((out / "run.json").read_text())["reward"]["name"] == reward
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n"] == 3 and "label_acc" in metrics and "format_failures" in metrics
