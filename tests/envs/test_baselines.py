@@ -391,3 +391,17 @@ def test_factrl_eval_runs_each_baseline(tiny_setup, tmp_path, agent, reward):
     assert json.loads((out / "run.json").read_text())["reward"]["name"] == reward
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == 3 and "label_acc" in metrics and "format_failures" in metrics
+
+
+@pytest.mark.parametrize("agent, text, score", [
+    ("direct", "Label: SUPPORT\nReason: known.", 3.0),
+    ("rag", "Label: SUPPORT\nEvidence: [[nile_1]]", 4.0),
+    ("decompose", "1. The Nile flows north.\nLabel: SUPPORT\nEvidence: [[nile_1]]", 4.0),
+    ("react", "Thought: t\nAction: search[Nile]\nThought: u\nAction: finish[SUPPORT | [[nile_1]]]", 4.0),
+    ("react", "Thought: t\nAction: search[Nile]", 0.0),
+])
+def test_verl_reward_shim_scores_each_baseline_from_text(agent, text, score):
+    from factrl.train.verl.reward import compute_score
+
+    out = compute_score("test", text, {"label": "SUPPORT", "evidence": ["nile_1"]}, {}, env=agent)
+    assert out["score"] == pytest.approx(score)

@@ -17,7 +17,7 @@ from factrl.envs.tags import parse_evidence_ids
 from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.types import Verdict
 
-__all__ = ["AnswerLines", "parse_answer_lines", "parse_label", "parse_evidence", "clip", "answer_verdict"]
+__all__ = ["AnswerLines", "answer_verdict", "clip", "line_key", "parse_answer_lines", "parse_evidence", "parse_label"]
 
 _BRACKETED = re.compile(r"\[\[([^\[\]\n]*)\]\]")
 _NO_EVIDENCE = {"", "none", "n/a", "-", "[]"}
