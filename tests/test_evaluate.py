@@ -56,6 +56,8 @@ def test_eval_writes_metrics_and_trajectories(tmp_path):
     for key in ["n", "label_acc", "verification_acc", "joint_acc", "evidence_score", "format_ok_rate", "per_label"]:
         assert key in saved
     assert (tmp_path / "report.md").read_text().strip()
+    page = (tmp_path / "report.html").read_text()
+    assert '<td class="num">10</td>' in page and page.count('"claim":"Fact number') == 10
     assert len(read_trajectories(tmp_path / "trajectories.jsonl")) == 10
 
 
