@@ -256,8 +256,9 @@ def _asset(name: str) -> str:
     return resources.files("factrl.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def _section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}"><h2>{escape(title)}</h2>{body}</section>'
+def _section(anchor: str, title: str, body: str, *, side: bool = False) -> str:
+    cls = ' class="side"' if side else ""  # narrow tables sit side by side
+    return f'<section id="{anchor}"{cls}><h2>{escape(title)}</h2>{body}</section>'
 
 
 def html_report(runs: Sequence[RunData], *, title: str | None = None) -> str:
@@ -274,13 +275,13 @@ def html_report(runs: Sequence[RunData], *, title: str | None = None) -> str:
                 _section("overall", "Overall", _compare_table(runs, [("", _overall_rows(runs))], first))]
     per_label = _nested_groups(runs, "per_label", _PER_LABEL, lambda k: f"gold {k}")
     if per_label:
-        sections.append(_section("per-label", "Per gold label", _compare_table(runs, per_label, first)))
+        sections.append(_section("per-label", "Per gold label", _compare_table(runs, per_label, first), side=True))
     per_hops = _nested_groups(runs, "per_hops", _PER_HOPS, lambda k: f"{k} hops")
     if per_hops:
-        sections.append(_section("per-hops", "Per hop count", _compare_table(runs, per_hops, first)))
+        sections.append(_section("per-hops", "Per hop count", _compare_table(runs, per_hops, first), side=True))
     failures = _failure_groups(runs)
     if failures:
-        sections.append(_section("failures", "Failures", _compare_table(runs, failures, first)))
+        sections.append(_section("failures", "Failures", _compare_table(runs, failures, first), side=True))
     sections.append(_section("confusion", "Confusion matrix",
                              '<p class="note">Rows: gold label; columns: predicted label, "no label" when none '
                              'was parsed or the episode ended in an error.</p>'
