@@ -85,9 +85,9 @@ def test_console_errors_are_seen(chromium, tmp_path):
 
 
 def test_filtered_list_and_an_opened_trajectory(chromium, page, tmp_path):
-    dom = _dom(chromium, tmp_path, page.as_uri() + "#q=nile&open=c2")
-    assert _listed(dom) == ["c1", "c2"]  # c2's claim is about Paris, but it cites a Nile sentence
-    assert "showing 2 of 2 matching (4 in smollm2-run)" in dom
+    dom = _dom(chromium, tmp_path, page.as_uri() + "#q=Capital%20paris&open=c2")
+    assert _listed(dom) == ["c2"]
+    assert "showing 1 of 1 matching (4 in smollm2-run)" in dom
     item = dom.split('data-id="c2"')[1].split('<li class="item')[0]
     assert "<details open" in item
     # The hostile <script> block is shown as a block named "script", its body as text.
@@ -105,10 +105,13 @@ def test_more_filters_from_the_address(chromium, page, tmp_path):
     uri = page.as_uri()
     assert _listed(_dom(chromium, tmp_path, uri)) == ["c1", "c2", "c3", "c4"]
     assert _listed(_dom(chromium, tmp_path, uri + "#q=NILE%20egypt%20flows%20through")) == ["c1"]
+    assert _listed(_dom(chromium, tmp_path, uri + "#q=danube")) == ["c3"]
+    assert _listed(_dom(chromium, tmp_path, uri + "#q=Paris_sentence_0")) == ["c2"]  # a gold id
     assert _listed(_dom(chromium, tmp_path, uri + "#f=wrong")) == ["c2", "c3", "c4"]
     assert _listed(_dom(chromium, tmp_path, uri + "#f=format")) == ["c3"]
     assert _listed(_dom(chromium, tmp_path, uri + "#f=error&label=SUPPORT")) == ["c4"]
     assert _listed(_dom(chromium, tmp_path, uri + "#run=1&f=correct")) == ["c1", "c2", "c3"]
+    assert _listed(_dom(chromium, tmp_path, uri + "#f=differs")) == ["c2", "c3", "c4"]
 
 
 @pytest.mark.slow

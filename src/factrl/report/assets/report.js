@@ -4,7 +4,7 @@
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var PAGE = 200;
-  var KNOWN = { plan: 1, search: 1, think: 1, answer: 1, information: 1, note: 1 };
+  var KNOWN = new Set(["plan", "search", "think", "answer", "information", "note"]);
   var $ = function (id) { return document.getElementById(id); };
   var q = $("q"), f = $("f"), lab = $("label"), runSel = $("run");
   var list = $("items"), more = $("more"), count = $("count");
@@ -32,12 +32,17 @@
     runSel.appendChild(o);
   });
   runSel.hidden = data.runs.length < 2;
+  if (data.runs.length > 1) {
+    var d = el("option", null, "label differs between runs");
+    d.value = "differs";
+    f.appendChild(d);
+  }
   Object.keys(golds).sort().forEach(function (g) { var o = el("option", null, g); o.value = g; lab.appendChild(o); });
 
   function hay(it) {
     if (it._hay === undefined) {
       var parts = [it.id, it.claim, it.gold || "", it.pred || "no label", it.err || ""]
-        .concat(it.searches, it.fmt, it.cited, it.ev.map(function (e) { return e[0]; }));
+        .concat(it.searches, it.fmt, it.cited, it.shown, it.ev.map(function (e) { return e[0]; }));
       it.ctx.forEach(function (c) {
         c.blocks.forEach(function (b) { if (b[0] === "m") parts.push(b[2]); });
       });
@@ -46,12 +51,20 @@
     return it._hay;
   }
 
+  function differs(it) {
+    return data.runs.some(function (run) {
+      var o = run.byId.get(it.id);
+      return o !== undefined && o.pred !== it.pred;
+    });
+  }
+
   function matches(it, words, outcome, gold) {
     if (gold && it.gold !== gold) return false;
     if (outcome === "correct" && !it.ok) return false;
     if (outcome === "wrong" && it.ok) return false;
     if (outcome === "format" && (it.fmt_ok || it.err)) return false;
     if (outcome === "error" && !it.err) return false;
+    if (outcome === "differs" && !differs(it)) return false;
     var h = words.length ? hay(it) : "";
     for (var i = 0; i < words.length; i++) if (h.indexOf(words[i]) < 0) return false;
     return true;
@@ -83,7 +96,7 @@
 
   function block(b, gold) {
     var src = b[0], tag = b[1];
-    var kind = tag ? (KNOWN[tag] ? tag : "other") : (src === "m" ? "outside" : "obs");
+    var kind = tag ? (KNOWN.has(tag) ? tag : "other") : (src === "m" ? "outside" : "obs");
     var div = el("div", "blk " + (src === "m" ? "model" : "env") + " t-" + kind);
     div.appendChild(el("span", "tag", tag ? tag : (src === "m" ? "text outside tags" : "environment")));
     var t = el("div", "txt");
