@@ -140,8 +140,9 @@ def evaluate(
     """Verify every claim once, streaming trajectories scored by ``reward`` (default: the
     environment's own); returns the metrics dict that is also written to ``metrics.json``."""
     from factrl.metrics.veri_r1 import compute_metrics
-    from factrl.report.html import write_html_report
+    from factrl.report.html import html_report
     from factrl.report.markdown import format_summary_line, metrics_markdown
+    from factrl.report.rundir import RunData
 
     rollout = rollout or RolloutConfig()
     _require_claims(claims)
@@ -193,7 +194,10 @@ def evaluate(
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     title = f"Evaluation: {run_info.get('dataset', 'claims') if run_info else 'claims'}"
     (out_dir / "report.md").write_text(metrics_markdown(metrics, title=title))
-    write_html_report([out_dir], out_dir / "report.html", title=title)
+    # The page shows exactly what the metrics counted (not other claims the file may hold).
+    run = RunData(name=out_dir.resolve().name, path=out_dir, info=dict(run_info or {}), metrics=metrics,
+                  trajectories=trajs)
+    (out_dir / "report.html").write_text(html_report([run], title=title), encoding="utf-8")
     if progress:
         _say(format_summary_line(metrics))
     return metrics
