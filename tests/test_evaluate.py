@@ -56,6 +56,8 @@ def test_eval_writes_metrics_and_trajectories(tmp_path):
     for key in ["n", "label_acc", "verification_acc", "joint_acc", "evidence_score", "format_ok_rate", "per_label"]:
         assert key in saved
     assert (tmp_path / "report.md").read_text().strip()
+    page = (tmp_path / "report.html").read_text()
+    assert '<td class="num">10</td>' in page and page.count('"claim":"Fact number') == 10
     assert len(read_trajectories(tmp_path / "trajectories.jsonl")) == 10
 
 
@@ -129,6 +131,16 @@ def test_duplicate_records_are_counted_once_first_wins(tmp_path):
     m = run(ScriptedLM(respond), tmp_path)
     assert m["n"] == 10 and m["duplicates_ignored"] == 2 and m["label_acc"] == 1.0
     assert json.loads((tmp_path / "metrics.json").read_text())["duplicates_ignored"] == 2
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('"id":"c0"') == 1 and page.count('"ok":true') == 10  # the first record of each
+
+
+def test_report_html_shows_only_the_claims_evaluated(tmp_path):
+    run(ScriptedLM(respond), tmp_path)
+    evaluate(CLAIMS[:3], lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), ScriptedLM(respond), tmp_path,
+             run_info={"model": "scripted"}, progress=False)
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('"claim":"Fact number') == 3 and '<td class="num">3</td>' in page
 
 
 def test_no_claims_is_an_error_not_an_empty_run(tmp_path):

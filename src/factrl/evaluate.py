@@ -1,9 +1,10 @@
 """Evaluation runs that stream results to disk and resume after a crash.
 
 A run directory holds ``run.json`` (what was run), ``trajectories.jsonl`` (one line per
-finished claim, appended and flushed as batches finish), ``metrics.json``,
-``report.md`` and ``run.lock``. Re-running the same command skips the claims already in
-``trajectories.jsonl``; a line cut short by a crash is discarded and redone.
+finished claim, appended and flushed as batches finish), ``metrics.json``, ``report.md``,
+``report.html`` (:mod:`factrl.report.html`) and ``run.lock``. Re-running the same command
+skips the claims already in ``trajectories.jsonl``; a line cut short by a crash is
+discarded and redone.
 
 Only one run writes to a directory at a time (:mod:`factrl.runlock`): a second run on the
 same directory fails at once. Should a file still hold two records of one claim (e.g.
@@ -139,7 +140,9 @@ def evaluate(
     """Verify every claim once, streaming trajectories scored by ``reward`` (default: the
     environment's own); returns the metrics dict that is also written to ``metrics.json``."""
     from factrl.metrics.veri_r1 import compute_metrics
+    from factrl.report.html import html_report
     from factrl.report.markdown import format_summary_line, metrics_markdown
+    from factrl.report.rundir import RunData
 
     rollout = rollout or RolloutConfig()
     _require_claims(claims)
@@ -191,6 +194,10 @@ def evaluate(
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     title = f"Evaluation: {run_info.get('dataset', 'claims') if run_info else 'claims'}"
     (out_dir / "report.md").write_text(metrics_markdown(metrics, title=title))
+    # The page shows exactly what the metrics counted (not other claims the file may hold).
+    run = RunData(name=out_dir.resolve().name, path=out_dir, info=dict(run_info or {}), metrics=metrics,
+                  trajectories=trajs)
+    (out_dir / "report.html").write_text(html_report([run], title=title), encoding="utf-8")
     if progress:
         _say(format_summary_line(metrics))
     return metrics

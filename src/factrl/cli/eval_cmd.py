@@ -100,4 +100,4 @@ def eval_(
         force=force,
         reward=scorer,
     )
-    typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md")
+    typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html")
