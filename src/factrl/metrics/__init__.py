@@ -1,5 +1,6 @@
 """Metrics: evidence-set comparisons, label classification scores, the Veri-R1
-evaluation summary (:func:`compute_metrics`), confidence calibration, METEOR with offline
+evaluation summary (:func:`compute_metrics`), confidence calibration and the label
+confidence read off a trajectory (:func:`label_confidence`), METEOR with offline
 WordNet (``factrl.metrics.meteor.meteor``) and the AVeriTeC scorer; nltk and scipy are
 imported only when a score is computed."""
 
@@ -23,6 +24,7 @@ from factrl.metrics.confidence import (
     expected_calibration_error,
 )
 from factrl.metrics.evidence import covers, evidence_set, exact, hit_rate, iou
+from factrl.metrics.label_confidence import label_confidence, label_token_logprobs
 from factrl.metrics.meteor import WordNetMissingError, ensure_wordnet
 from factrl.metrics.veri_r1 import ItemScore, compute_metrics, score_item
 
@@ -52,6 +54,8 @@ __all__ = [
     "calibration",
     "confidence_tiers",
     "expected_calibration_error",
+    "label_confidence",
+    "label_token_logprobs",
     "macro_precision",
     "macro_recall",
 ]
