@@ -87,6 +87,8 @@ def trajectory(lm: HFLM, text: str) -> tuple[Trajectory, list[int], list[float]]
         # The label's first token starts with the space after "Label:".
         ("<think>t</think><answer>Label: SUPPORT\nEvidence: [[d0_sentence_0]]</answer>", ["ĠSUP", "PORT"]),
         ("<answer>Label: NOT ENOUGH INFO\nEvidence: none</answer>", ["ĠNOT", "ĠEN", "O", "UG", "H", "ĠIN", "FO"]),
+        # Characters of several bytes before it: byte-level pieces decode to half a character.
+        ("<think>é 😀 ünïcode</think><answer>Label: SUPPORT\nEvidence: none</answer>", ["ĠSUP", "PORT"]),
         # No space: the first token is the label's own; stars before it are not the label.
         ("<answer>Label:REFUTE\nEvidence: none</answer>", ["REF", "UTE"]),
         ("<answer>Label: **REFUTES**\nEvidence: none</answer>", ["REF", "UT", "ES"]),

@@ -51,10 +51,22 @@ def _covering_tokens(turn: Turn, decode: Decode, start: int, end: int) -> tuple[
     """Indices ``(first, last)`` of the tokens of ``turn`` whose characters include
     ``turn.text[start]`` and ``turn.text[end - 1]``; None when no prefix decodes to them."""
     ids, text = turn.token_ids, turn.text
+
+    def before(k: int) -> bool:
+        """ids[:k] decode to a stretch of the text that ends before ``start``."""
+        prefix = decode(ids[:k])
+        return len(prefix) <= start and text.startswith(prefix)
+
+    # Bisect to such a prefix (k = 0 is one), as late as possible, then scan on: a few
+    # decodes instead of one per token. Decoding more ids only appends text, so the tokens
+    # of such a prefix all lie before ``start`` and the label's first token comes after;
+    # every prefix the scan accepts is still checked against the text.
+    lo, hi = 0, len(ids) + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if before(mid) else (lo, mid)
     first: int | None = None
-    # Quadratic in the turn's length, but a turn is at most a few hundred tokens and this
-    # runs once per finished episode.
-    for k in range(1, len(ids) + 1):
+    for k in range(lo + 1, len(ids) + 1):
         prefix = decode(ids[:k])
         if first is None and len(prefix) > start and prefix[: start + 1] == text[: start + 1]:
             first = k - 1
