@@ -114,6 +114,8 @@ def test_judge_prompt_shows_per_claim_evidence() -> None:
     with pytest.raises(ValueError, match="evidence for 1"):
         judge_claims(ScriptedLM(respond), ["a", "b"], [["only one list"]])
     assert judge_claims(ScriptedLM(respond), [], []) == []
+    with pytest.raises(TypeError, match="not both"):
+        judge_claims(ScriptedLM(respond), ["a", "b"], ["shared passage", ["a list"]])
 
 
 class HalfFailing:

@@ -231,7 +231,11 @@ def judge_claims(
     One :class:`JudgedClaim` per claim, in order."""
     if isinstance(claims, str):
         raise TypeError("claims must be a list of strings, not one string")
-    per_claim = bool(evidence) and all(not isinstance(e, (str, Passage)) for e in evidence)
+    lists = [not isinstance(e, (str, Passage)) for e in evidence]
+    if any(lists) and not all(lists):
+        raise TypeError("evidence must be passages (shown for every claim) or one list of "
+                        "passages per claim, not both")
+    per_claim = bool(lists) and all(lists)
     if per_claim and len(evidence) != len(claims):
         raise ValueError(f"{len(claims)} claims but evidence for {len(evidence)}")
     shown = [evidence[i] if per_claim else evidence for i in range(len(claims))]
