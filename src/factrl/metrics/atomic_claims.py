@@ -241,7 +241,8 @@ def judge_claims(
     shown = [evidence[i] if per_claim else evidence for i in range(len(claims))]
     # Room for a reasoning model's <think> block before the one word.
     config = config or GenerationConfig(max_new_tokens=512, temperature=0.0)
-    texts = [JUDGE_PROMPT.format(passages=_render(ev), claim=c) for c, ev in zip(claims, shown)]  # type: ignore[arg-type]
+    texts = [JUDGE_PROMPT.format(passages=_render(ev), claim=c)  # type: ignore[arg-type]
+             for c, ev in zip(claims, shown)]
     out = []
     for claim, gen in zip(claims, _complete(lm, texts, config)):
         if (why := _failed(gen)) is not None:
