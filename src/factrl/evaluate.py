@@ -167,6 +167,7 @@ def evaluate(
 
         def write(traj: Trajectory) -> None:
             nonlocal finished
+            _record_label_confidence(traj, lm)
             fh.write(traj.model_dump_json() + "\n")
             fh.flush()
             finished += 1
@@ -201,6 +202,18 @@ def evaluate(
     if progress:
         _say(format_summary_line(metrics))
     return metrics
+
+
+def _record_label_confidence(traj: Trajectory, lm: LM) -> None:
+    """Veri-R1 §4.3's confidence (probability of the label's first token, read from the
+    recorded logprobs) into ``traj.meta["confidence"]``, where it can be read exactly;
+    not for backends whose ids carry no logprob of their own (``logprobs_per_id``)."""
+    from factrl.metrics.label_confidence import label_confidence
+
+    if getattr(lm, "logprobs_per_id", True):
+        conf = label_confidence(traj, lm.decode)
+        if conf is not None:
+            traj.meta["confidence"] = conf
 
 
 def _check_run_info(path: Path, info: dict[str, Any], *, force: bool) -> None:

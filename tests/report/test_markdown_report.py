@@ -81,3 +81,19 @@ def test_markdown_shows_failure_counts_and_run_counts() -> None:
     assert "Format failures (episodes per kind): no answer 3, forged information 1, bad evidence ids 2.  " in lines
     assert "Episode errors by type: env_step/TimeoutError 1.  " in lines
     assert "Evidence score convention: paper: IoU(empty, empty) = 1." in lines
+
+
+def test_markdown_shows_accuracy_by_confidence_tier() -> None:
+    from factrl.types import Message, Trajectory
+
+    def traj(i: int, label: str, conf: float) -> Trajectory:
+        claim = Claim(id=f"c{i}", text="t", label=Label.SUPPORT)
+        return Trajectory(claim_id=claim.id, env="veri_r1", claim=claim, prompt=[Message(role="user", content="t")],
+                          verdict=Verdict(label=label, format_ok=True, answered=True), meta={"confidence": conf})
+
+    m = compute_metrics([traj(0, "SUPPORT", 0.99), traj(1, "REFUTE", 0.5), traj(2, "SUPPORT", 0.9)])
+    md = metrics_markdown(m, title="conf").splitlines()
+    assert "## Confidence of the label (Veri-R1 §4.3)" in md
+    assert "| all | 1 | 0.000 | 1 | 1.000 | 1 | 1.000 |" in md
+    assert "| REFUTE | 1 | 0.000 | 0 | n/a | 0 | n/a |" in md
+    assert "## Confidence of the label (Veri-R1 §4.3)" not in metrics_markdown(METRICS, title="x")

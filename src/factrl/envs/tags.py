@@ -16,6 +16,8 @@ __all__ = [
     "ParsedAnswer",
     "scan_blocks",
     "last_block",
+    "last_block_span",
+    "answer_label_span",
     "parse_answer",
     "parse_evidence_ids",
     "check_protocol",
@@ -105,6 +107,12 @@ def last_block(text: str, name: str) -> str | None:
     inside a block and closings outside one: the blocks a lazy ``<name>(.*?)</name>``
     finds, in one pass instead of a re-scan to the end from every unclosed opening.
     """
+    span = last_block_span(text, name)
+    return None if span is None else text[span[0] : span[1]]
+
+
+def last_block_span(text: str, name: str) -> tuple[int, int] | None:
+    """``[start, end)`` of the content :func:`last_block` returns, or None."""
     tag = re.compile(rf"<(/?){re.escape(name)}\s*>", re.IGNORECASE)
     found: tuple[int, int] | None = None
     content_start: int | None = None
@@ -114,7 +122,31 @@ def last_block(text: str, name: str) -> str | None:
                 content_start = m.end()
         elif m.group(1):
             found, content_start = (content_start, m.start()), None
-    return None if found is None else text[found[0] : found[1]]
+    return found
+
+
+def answer_label_span(model_text: str) -> tuple[int, int] | None:
+    """``[start, end)`` in ``model_text`` of the label :func:`parse_answer` reads from the
+    last ``<answer>`` block (e.g. ``SUPPORT`` of ``Label: **SUPPORT**``, without the
+    spaces and stars around it); None when there is no answer block, no ``Label:`` line or
+    the label is unknown."""
+    block = last_block_span(model_text, "answer")
+    if block is None:
+        return None
+    content = model_text[block[0] : block[1]]
+    line = _label_line(content)
+    if line is None:
+        return None
+    # parse_answer's raw label is value.strip().strip("*").strip(): locate it in value.
+    value = line.value
+    start = len(value) - len(value.lstrip())
+    start += len(value[start:]) - len(value[start:].lstrip("*"))
+    start += len(value[start:]) - len(value[start:].lstrip())
+    raw = value.strip().strip("*").strip()
+    if not raw or _label(raw) is None:
+        return None
+    begin = block[0] + line.value_start + start
+    return begin, begin + len(raw)
 
 
 def parse_evidence_ids(text: str) -> list[str]:

@@ -143,6 +143,10 @@ class OpenAILM:
     """A chat model behind an OpenAI-compatible API (see the module docstring)."""
 
     eos_token_id = chat_codec.EOS
+    # Ids are characters and a server token's logprob sits on its first one, so an id's
+    # logprob is not its own: label confidence (factrl.metrics.label_confidence) is not
+    # read from these trajectories.
+    logprobs_per_id = False
 
     def __init__(
         self,

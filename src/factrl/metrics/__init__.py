@@ -1,8 +1,11 @@
 """Metrics: evidence-set comparisons, label classification scores, the Veri-R1
-evaluation summary (:func:`compute_metrics`), confidence calibration, METEOR with offline
+evaluation summary (:func:`compute_metrics`), confidence calibration and the label
+confidence read off a trajectory (:func:`label_confidence`), Binary RAR's long- and
+short-form hallucination rates with LM claim extraction and judging, METEOR with offline
 WordNet (``factrl.metrics.meteor.meteor``) and the AVeriTeC scorer; nltk and scipy are
 imported only when a score is computed."""
 
+from factrl.metrics.atomic_claims import ExtractedClaims, extract_atomic_claims, judge_claims, judge_responses
 from factrl.metrics.averitec import AveritecScores, best_matching_meteor, score_averitec
 from factrl.metrics.classification import (
     PRF,
@@ -23,6 +26,19 @@ from factrl.metrics.confidence import (
     expected_calibration_error,
 )
 from factrl.metrics.evidence import covers, evidence_set, exact, hit_rate, iou
+from factrl.metrics.hallucination import (
+    JudgedClaim,
+    LongFormHallucination,
+    ResponseClaims,
+    ShortFormAnswer,
+    ShortFormHallucination,
+    Support,
+    is_abstention,
+    long_form_hallucination,
+    matches_gold,
+    short_form_hallucination,
+)
+from factrl.metrics.label_confidence import label_confidence, label_token_logprobs
 from factrl.metrics.meteor import WordNetMissingError, ensure_wordnet
 from factrl.metrics.veri_r1 import ItemScore, compute_metrics, score_item
 
@@ -52,6 +68,22 @@ __all__ = [
     "calibration",
     "confidence_tiers",
     "expected_calibration_error",
+    "label_confidence",
+    "label_token_logprobs",
+    "Support",
+    "JudgedClaim",
+    "ResponseClaims",
+    "LongFormHallucination",
+    "long_form_hallucination",
+    "ShortFormAnswer",
+    "ShortFormHallucination",
+    "short_form_hallucination",
+    "is_abstention",
+    "matches_gold",
+    "ExtractedClaims",
+    "extract_atomic_claims",
+    "judge_claims",
+    "judge_responses",
     "macro_precision",
     "macro_recall",
 ]

@@ -19,7 +19,9 @@ without an ``<answer>`` block, or one that errored, has evidence IoU 0 under bot
 conventions: it did not answer "no evidence", it did not answer at all.
 
 Format failures by kind and episode errors by type are counted too
-(:mod:`factrl.metrics.failures`).
+(:mod:`factrl.metrics.failures`). Trajectories that record the probability of their
+label (``meta["confidence"]``, :mod:`factrl.metrics.label_confidence`) add calibration
+(:mod:`factrl.metrics.confidence`, Veri-R1 §4.3).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from factrl.metrics.classification import (
     ordered_labels,
     scores_by_group,
 )
+from factrl.metrics.confidence import calibration, confidence_tiers
 from factrl.metrics.evidence import covers, evidence_set, exact, iou
 from factrl.metrics.failures import FailureCounts
 from factrl.types import Claim, Trajectory, Verdict
@@ -110,6 +113,7 @@ class _Item:
     error: str | None
     reward: float | None
     shown_ids: Sequence[str]
+    confidence: float | None = None
 
 
 def _unpack(i: int, item: Any) -> _Item:
@@ -117,7 +121,9 @@ def _unpack(i: int, item: Any) -> _Item:
         r = item.reward
         # A default RewardBreakdown (no components, total 0) means "not scored".
         reward = r.total if (r.components or r.total) else None
-        out = _Item(item.claim, item.verdict, item.error, reward, item.retrieved_ids)
+        conf = item.meta.get("confidence")
+        out = _Item(item.claim, item.verdict, item.error, reward, item.retrieved_ids,
+                    None if conf is None else float(conf))
     elif isinstance(item, (tuple, list)) and len(item) == 2:
         claim, verdict = item
         if not isinstance(claim, Claim) or not isinstance(verdict, Verdict):
@@ -176,6 +182,22 @@ def _per_hops(gold: Sequence[Label], pred: Sequence[Label | None], hops: Sequenc
     return {str(k): v for k, v in sorted(by_group.items(), key=lambda kv: order(str(kv[0])))}
 
 
+def _calibration(items: Sequence[_Item], scores: Sequence[ItemScore]) -> dict[str, Any] | None:
+    """Calibration of the items that carry a confidence (None when none does): bins,
+    ECE, MCE, Veri-R1's tiers overall and by predicted label."""
+    rated = [(it.confidence, s) for it, s in zip(items, scores) if it.confidence is not None]
+    if not rated:
+        return None
+    pairs = [(c, s.label_correct) for c, s in rated]
+    out = calibration(pairs).to_dict()
+    out["tiers"] = confidence_tiers(pairs)
+    out["tiers_by_predicted_label"] = {
+        lab.value: confidence_tiers([(c, s.label_correct) for c, s in rated if s.pred_label is lab])
+        for lab in ordered_labels([s.pred_label for _, s in rated])
+    }
+    return out
+
+
 def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     """All Veri-R1 metrics over ``items`` (Trajectory records or (Claim, Verdict) pairs).
 
@@ -198,6 +220,11 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     the Veri-R1 authors' code computes it), ``format_failures`` ``{kind: episodes}``,
     ``episodes_with_format_failures`` and ``episode_errors`` ``{stage/ExceptionType:
     episodes}`` (see :mod:`factrl.metrics.failures`).
+
+    When some trajectory records ``meta["confidence"]`` (the probability of its label,
+    filled by :func:`factrl.evaluate.evaluate`): ``calibration`` ``{n, ece, mce, bins,
+    tiers, tiers_by_predicted_label}`` over those items (:func:`factrl.metrics.confidence.
+    calibration` with 10 bins; tiers low < 0.85 < middle < 0.95 < high, Veri-R1 §4.3).
     """
     unpacked = [_unpack(i, it) for i, it in enumerate(items)]
     scores = [_score(it) for it in unpacked]
@@ -231,6 +258,9 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     if any(h is not None for h in hops):
         out["per_hops"] = _per_hops(gold, pred, hops)
     out.update(failures.to_dict())
+    calib = _calibration(unpacked, scores)
+    if calib is not None:
+        out["calibration"] = calib
     rewards = [s.reward for s in scores if s.reward is not None]
     if rewards:
         out["mean_reward"] = sum(rewards) / len(rewards)

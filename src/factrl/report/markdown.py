@@ -83,6 +83,29 @@ def _failure_lines(metrics: Mapping[str, Any]) -> list[str]:
     return ["", *(f"{line}  " for line in out[:-1]), *out[-1:]] if out else []
 
 
+def _calibration_lines(cal: Mapping[str, Any] | None) -> list[str]:
+    """Accuracy by Veri-R1's confidence tiers (§4.3) and ECE, when the run recorded
+    label confidences."""
+    if not cal:
+        return []
+    lines = [
+        "",
+        "## Confidence of the label (Veri-R1 §4.3)",
+        "",
+        f"{_fmt(cal.get('n'))} answers with a label probability; ECE {_fmt(cal.get('ece'))}, "
+        f"MCE {_fmt(cal.get('mce'))} (10 equal-width bins).",
+        "",
+        "| predicted label | low (< 0.85) n | acc | middle n | acc | high (> 0.95) n | acc |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = {"all": cal.get("tiers") or {}, **(cal.get("tiers_by_predicted_label") or {})}
+    for label, tiers in rows.items():
+        cells = " | ".join(f"{_cell((tiers.get(t) or {}).get('n'))} | {_cell((tiers.get(t) or {}).get('accuracy'))}"
+                           for t in ("low", "middle", "high"))
+        lines.append(f"| {_cell(label)} | {cells} |")
+    return lines
+
+
 def metrics_markdown(metrics: Mapping[str, Any], *, title: str) -> str:
     """A compact report: overall table, per-gold-label table and the majority baseline."""
     _check(metrics)
@@ -104,6 +127,8 @@ def metrics_markdown(metrics: Mapping[str, Any], *, title: str) -> str:
         for label, row in per_label.items():
             cells = " | ".join(_cell(row.get(k)) for k in _PER_LABEL)
             lines.append(f"| {_cell(label)} | {cells} |")
+
+    lines += _calibration_lines(metrics.get("calibration"))
 
     base = metrics.get("majority_baseline")
     if base is not None:
