@@ -100,3 +100,30 @@ def test_coordinated_round_with_resume(tiny_model, tmp_path, monkeypatch):
     assert reasoner_rollouts and all(roles == ["searcher"] for roles, _ in reasoner_rollouts)
     saved = json.loads((out / STATE_FILE).read_text())
     assert saved["done"] == stage_names(1)
+
+
+def test_presets_hold_the_papers_settings():
+    paper = load_run_config("haris")
+    g, r = paper.grpo, paper.rollout
+    assert (g.num_generations, g.learning_rate, g.beta, r.temperature) == (5, 1e-6, 0.001, 1.0)
+    assert paper.env.name == "haris" and paper.env.params["top_k"] == 3 and "e5-small" in paper.preset.notes
+    assert "Algorithm 1" in paper.preset.paper and not paper.preset.scaled_down
+    cpu = load_run_config("haris_cpu")
+    assert cpu.preset.scaled_down and "Algorithm 1" in cpu.preset.paper and cpu.haris.rounds >= 1
+    assert (cpu.grpo.num_generations, cpu.grpo.beta, cpu.rollout.temperature) == (5, 0.001, 1.0)
+
+
+def test_cli_refuses_a_non_haris_config_and_a_bad_stage(tmp_path):
+    from typer.testing import CliRunner
+
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    runner = CliRunner()
+    bad = runner.invoke(app, ["train", "haris", "--config", "veri_r1_online_cpu", "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0 and "env.name must be 'haris'" in bad.output
+    fixture = str(REPO / "tests" / "fixtures" / "tiny_haris.toml")
+    bad = runner.invoke(app, ["train", "haris", "--config", fixture, "--out", str(tmp_path / "y"),
+                              "--stop-after", "round9/synth",
+                              "--set", f"data.data_dir={REPO / 'tests' / 'fixtures' / 'haris_tiny_claims.jsonl'}"])
+    assert bad.exit_code == 1 and "unknown stage 'round9/synth'" in bad.output
