@@ -10,7 +10,7 @@ sides use ``--threads`` torch threads (the server via ``--torch-threads``).
 
     OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/http_throughput.py \
         --index runs/scifact-index [--claims 16] [--concurrency 1 4 16] [--new-tokens 128] \
-        [--threads 1] [--json out.json]
+        [--threads 1] [--inprocess-concurrency 1 16] [--json out.json]
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--skip-inprocess", action="store_true")
+    ap.add_argument("--inprocess-concurrency", type=int, nargs="*", default=None,
+                    help="batch sizes for the in-process side (default: --concurrency; none: skip it)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -110,9 +111,10 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
 
-    if not args.skip_inprocess:
+    inprocess = args.concurrency if args.inprocess_concurrency is None else args.inprocess_concurrency
+    if inprocess:
         _run(make_env, claims[:2], local, 2, 8, local.encode)
-        for c in args.concurrency:
+        for c in inprocess:
             row = _run(make_env, claims, local, c, args.new_tokens, local.encode)
             result["in_process"].append(row)
             print("in-process", json.dumps(row), flush=True)
