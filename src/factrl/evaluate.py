@@ -184,6 +184,11 @@ def evaluate(
     trajs, duplicates = first_per_claim(read_trajectories(path), wanted)
     metrics = compute_metrics(trajs)
     metrics.update(_run_counts(duplicates, run_info))
+    # AVeriTeC claims: the shared task's submission file beside the trajectories, and its
+    # scores (Q-only, Q+A, label accuracy, AVeriTeC score); per-stage failure counts.
+    from factrl.metrics.averitec_submission import averitec_run_metrics
+
+    metrics.update(averitec_run_metrics(out_dir, trajs))
     wall = time.perf_counter() - t_start
     n_new = finished - len(done)
     # Throughput (episodes run in parallel batches) and per-episode latency differ.

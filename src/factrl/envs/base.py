@@ -91,3 +91,5 @@ ENVS.register_lazy("direct", "factrl.envs.baselines.direct")
 ENVS.register_lazy("rag", "factrl.envs.baselines.rag")
 ENVS.register_lazy("decompose", "factrl.envs.baselines.decompose")
 ENVS.register_lazy("react", "factrl.envs.baselines.react")
+# ProFact (SPEC §3): questions → isolated search contexts → verdict.
+ENVS.register_lazy("profact", "factrl.envs.profact.env")

@@ -81,6 +81,7 @@ REWARDS.register_lazy("veri_r1", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_validity", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_evidence", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("label_only", "factrl.rewards.label_only")
+REWARDS.register_lazy("profact", "factrl.rewards.profact")
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:
