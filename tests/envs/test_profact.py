@@ -264,3 +264,14 @@ def test_parse_verdict_from_text_alone():
     assert env.parse_verdict(QUESTIONS + "<answer>x</answer>" + VERDICT).label is Label.REFUTE
     assert not env.parse_verdict("nothing").answered
     assert env.stop == ("</questions>",) and env.default_reward == "profact" and POLICY == "policy"
+
+
+def test_budget_running_out_in_the_opening_context_is_no_verdict():
+    # 20 tokens per context: the question list is cut (never closed), the record follows,
+    # and no room is left for the verdict.
+    traj, retriever = run(script(), rollout=RolloutConfig(temperature=0, max_total_tokens=20))
+    assert traj.error is None and retriever.queries == [] and not traj.verdict.answered
+    errs = traj.meta["stage_errors"]
+    assert errs["question"][0] == "no answer: no <questions> block"
+    assert errs["verdict"] == ["no answer: the episode ended before the verdict (a budget ran out)"]
+    assert traj.reward.total == 0.0

@@ -184,7 +184,7 @@ class ProFactEnv:
         errors["search"] = [f"{e} (question {i})" for i, s in enumerate(self._steps, 1) for e in s.errors]
         unfinished = self._unfinished()
         if unfinished:
-            errors["search" if self._stage == "search" else "verdict"].append(unfinished)
+            errors[self._stage].append(unfinished)
         verdict = self._verdict(errors)
         qa = [s.to_dict() for s in self._steps]
         # Questions the episode never reached (budget) stay listed, unanswered.
