@@ -184,11 +184,6 @@ def evaluate(
     trajs, duplicates = first_per_claim(read_trajectories(path), wanted)
     metrics = compute_metrics(trajs)
     metrics.update(_run_counts(duplicates, run_info))
-    # AVeriTeC claims: the shared task's submission file beside the trajectories, and its
-    # scores (Q-only, Q+A, label accuracy, AVeriTeC score); per-stage failure counts.
-    from factrl.metrics.averitec_submission import averitec_run_metrics
-
-    metrics.update(averitec_run_metrics(out_dir, trajs))
     wall = time.perf_counter() - t_start
     n_new = finished - len(done)
     # Throughput (episodes run in parallel batches) and per-episode latency differ.
@@ -197,6 +192,11 @@ def evaluate(
     metrics["episode_latency_s"] = sum(lat) / len(lat) if lat else None
     metrics["wall_seconds_this_run"] = wall
     metrics["claims_this_run"] = n_new
+    # AVeriTeC claims (after the timing, which scoring must not count): the shared task's
+    # submission file beside the trajectories and its scores; per-stage failure counts.
+    from factrl.metrics.averitec_submission import averitec_run_metrics
+
+    metrics.update(averitec_run_metrics(out_dir, trajs))
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     title = f"Evaluation: {run_info.get('dataset', 'claims') if run_info else 'claims'}"
     (out_dir / "report.md").write_text(metrics_markdown(metrics, title=title))
