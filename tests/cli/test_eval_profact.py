@@ -16,11 +16,7 @@ pytest.importorskip("scipy")
 DATA = Path(__file__).parents[1] / "fixtures" / "datasets" / "averitec"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def wordnet(tmp_path_factory):
-    from factrl.metrics import meteor as m
-
-    m.ensure_wordnet(data_dir=tmp_path_factory.mktemp("nltk_data"))
+# METEOR prepares its offline WordNet on first use (factrl.metrics.meteor.ensure_wordnet).
 
 
 def test_factrl_eval_profact_on_averitec(tmp_path: Path):

@@ -27,11 +27,10 @@ from _support import REPO, WordOverlapRetriever  # noqa: E402
 GOLD = REPO / "tests" / "fixtures" / "datasets" / "averitec" / "dev.json"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def wordnet(tmp_path_factory):
-    from factrl.metrics import meteor as m
-
-    m.ensure_wordnet(data_dir=tmp_path_factory.mktemp("nltk_data"))
+@pytest.fixture(autouse=True)
+def wordnet(wordnet_root):
+    """METEOR reads the session's offline WordNet (tests/metrics/conftest.py)."""
+    return wordnet_root
 
 
 def pooled_passages(claims):

@@ -25,11 +25,7 @@ def one_chunk(m: int) -> float:
     return 1 - 0.5 / m**3
 
 
-@pytest.fixture(scope="module", autouse=True)
-def wordnet(tmp_path_factory):
-    from factrl.metrics import meteor as m
-
-    m.ensure_wordnet(data_dir=tmp_path_factory.mktemp("nltk_data"))
+# METEOR prepares its offline WordNet on first use (factrl.metrics.meteor.ensure_wordnet).
 
 
 def test_the_worked_examples_rest_on_exact_meteor_values():

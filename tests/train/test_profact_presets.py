@@ -57,14 +57,12 @@ def test_a_grpo_step_runs_profact_with_the_process_reward(tiny_model, tmp_path):
     pytest.importorskip("nltk")
     from factrl.datasets import load_dataset
     from factrl.datasets.pool import pool_evidence, write_pooled_corpus
-    from factrl.metrics import meteor as m
     from factrl.retrieval.index import build_index
     from factrl.train.callbacks import read_metrics
     from factrl.train.grpo import train_grpo
 
     from _support import REPO
 
-    m.ensure_wordnet(data_dir=tmp_path / "nltk_data")
     data = REPO / "tests" / "fixtures" / "datasets" / "averitec"
     docs, _ = pool_evidence(load_dataset("averitec", data, "dev").claims)
     write_pooled_corpus(docs, tmp_path / "corpus.jsonl")
