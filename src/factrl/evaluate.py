@@ -194,6 +194,11 @@ def evaluate(
     metrics["episode_latency_s"] = sum(lat) / len(lat) if lat else None
     metrics["wall_seconds_this_run"] = wall
     metrics["claims_this_run"] = n_new
+    # AVeriTeC claims (after the timing, which scoring must not count): the shared task's
+    # submission file beside the trajectories and its scores; per-stage failure counts.
+    from factrl.metrics.averitec_submission import averitec_run_metrics
+
+    metrics.update(averitec_run_metrics(out_dir, trajs))
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     title = f"Evaluation: {run_info.get('dataset', 'claims') if run_info else 'claims'}"
     (out_dir / "report.md").write_text(metrics_markdown(metrics, title=title))

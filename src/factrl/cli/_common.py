@@ -91,8 +91,8 @@ CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the c
                           "(the gold evidence is always added); the CPU presets use 6.")
 
 
-AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, and the baselines direct, "
-              "rag, decompose, react).")
+AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, and the baselines "
+              "direct, rag, decompose, react).")
 PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
 MODEL_HELP = ("'smollm2' (embedded), a local path, a hub id, or openai:MODEL for a model behind an "
               "OpenAI-compatible API (with --base-url for vLLM or `factrl serve lm`).")

@@ -101,3 +101,22 @@ def eval_(
         reward=scorer,
     )
     typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html")
+    _say_averitec(out)
+
+
+def _say_averitec(out: Path) -> None:
+    """On AVeriTeC claims the run also wrote the shared task's submission and scored it."""
+    import json
+
+    from factrl.metrics.averitec_submission import PREDICTIONS_FILE
+
+    scores = json.loads((out / "metrics.json").read_text()).get("averitec")
+    if not scores:
+        return
+    if "error" in scores:
+        typer.echo(f"wrote {out}/{PREDICTIONS_FILE}; {scores['error']}")
+        return
+    typer.echo(f"wrote {out}/{PREDICTIONS_FILE}: Q-only {scores['q_only_meteor']:.4f}, Q+A {scores['qa_meteor']:.4f}, "
+               f"label accuracy {scores['label_acc']:.4f}, AVeriTeC score {scores['averitec_score']:.4f} "
+               f"(n={scores['n']}; the same as `factrl score averitec --predictions {out}/{PREDICTIONS_FILE} "
+               f"--gold GOLD.json --subset`)")

@@ -23,13 +23,23 @@ def averitec(
     allow_missing: bool = typer.Option(
         False, "--allow-missing", help="Score gold claims without a prediction as wrong instead of failing."
     ),
+    subset: bool = typer.Option(
+        False, "--subset",
+        help="Score only the gold claims the predictions name by claim_id (e.g. an eval run with --limit).",
+    ),
 ) -> None:
     """Q-only and Q+A Hungarian METEOR, label accuracy and the AVeriTeC score at 0.2/0.25/0.3."""
     from factrl.metrics.averitec import MAIN_CUTOFF, load_gold, load_predictions, score_averitec
     from factrl.metrics.meteor import WordNetMissingError
 
     try:
-        scores = score_averitec(load_predictions(predictions), load_gold(gold), allow_missing=allow_missing)
+        preds, golds = load_predictions(predictions), load_gold(gold)
+        if subset:
+            if any(p.claim_id is None for p in preds):
+                raise ValueError("--subset needs a claim_id on every prediction")
+            named = {p.claim_id for p in preds}
+            golds = [g for g in golds if g.claim_id in named]
+        scores = score_averitec(preds, golds, allow_missing=allow_missing)
     except (ValueError, WordNetMissingError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -96,3 +96,5 @@ ENVS.register_lazy("react", "factrl.envs.baselines.react")
 ENVS.register_lazy("haris", "factrl.envs.haris.reasoner")
 ENVS.register_lazy("haris_searcher", "factrl.envs.haris.searcher")
 ENVS.register_lazy("haris_single", "factrl.envs.haris.single")
+# ProFact (SPEC §3): questions → isolated search contexts → verdict.
+ENVS.register_lazy("profact", "factrl.envs.profact.env")

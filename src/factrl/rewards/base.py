@@ -83,6 +83,7 @@ REWARDS.register_lazy("veri_r1_no_evidence", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("label_only", "factrl.rewards.label_only")
 REWARDS.register_lazy("haris_high", "factrl.rewards.haris")
 REWARDS.register_lazy("haris_low", "factrl.rewards.haris")
+REWARDS.register_lazy("profact", "factrl.rewards.profact")
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:

@@ -1,0 +1,51 @@
+"""``factrl eval --agent profact --dataset averitec`` end to end with a tiny random model
+over an index of the pooled gold answers: trajectories, the submission file and its
+scores, per-stage failure counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("nltk")
+pytest.importorskip("scipy")
+
+DATA = Path(__file__).parents[1] / "fixtures" / "datasets" / "averitec"
+
+
+# METEOR prepares its offline WordNet on first use (factrl.metrics.meteor.ensure_wordnet).
+
+
+def test_factrl_eval_profact_on_averitec(tmp_path: Path):
+    from factrl.cli import _load_commands, app
+    from factrl.lm.tiny import build_tiny_model
+
+    _load_commands()
+    runner = CliRunner()
+    corpus = tmp_path / "corpus.jsonl"
+    r = runner.invoke(app, ["corpus", "pool", "--dataset", "averitec", "--data-dir", str(DATA), "--split", "dev",
+                            "--out", str(corpus)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "index")])
+    assert r.exit_code == 0, r.output
+    model = build_tiny_model(tmp_path / "tiny", layers=1, hidden=32, heads=2)
+    out = tmp_path / "run"
+    r = runner.invoke(app, ["eval", "--agent", "profact", "--dataset", "averitec", "--data-dir", str(DATA),
+                            "--split", "dev", "--index", str(tmp_path / "index"), "--model", str(model),
+                            "--max-new-tokens", "8", "--batch-size", "4", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "averitec_predictions.json" in r.output
+    trajs = [json.loads(x) for x in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajs) == 4 and all(t["env"] == "profact" and t["error"] is None for t in trajs)
+    assert json.loads((out / "run.json").read_text())["reward"]["name"] == "profact"
+    rows = json.loads((out / "averitec_predictions.json").read_text())
+    assert [r["claim_id"] for r in rows] == ["0", "1", "2", "3"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    av = metrics["averitec"]
+    assert av["n"] == 4 and {"q_only_meteor", "qa_meteor", "label_acc", "averitec_score"} <= set(av)
+    # A random model writes no <questions> block: every question stage fails, counted.
+    assert metrics["stage_failures"]["question"] == 4
+    assert all(t["reward"]["total"] == t["reward"]["components"]["label"] for t in trajs)
