@@ -91,3 +91,5 @@ ENVS.register_lazy("direct", "factrl.envs.baselines.direct")
 ENVS.register_lazy("rag", "factrl.envs.baselines.rag")
 ENVS.register_lazy("decompose", "factrl.envs.baselines.decompose")
 ENVS.register_lazy("react", "factrl.envs.baselines.react")
+# Binary RAR (001): answer a prompt in one turn, scored by a contradiction verifier.
+ENVS.register_lazy("rar", "factrl.envs.rar")

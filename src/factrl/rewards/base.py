@@ -81,6 +81,9 @@ REWARDS.register_lazy("veri_r1", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_validity", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_evidence", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("label_only", "factrl.rewards.label_only")
+# Binary RAR (001): a contradiction verifier's 0/1, and the 0-10 rating variant.
+REWARDS.register_lazy("rar", "factrl.rewards.rar")
+REWARDS.register_lazy("rar_rating", "factrl.rewards.rar")
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:
