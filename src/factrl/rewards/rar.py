@@ -15,7 +15,9 @@ Qwen3-32B), one pass per response with Figure 9's prompt (:mod:`factrl.rewards.r
 Failures are counted, never silently scored: an output the parser cannot read is
 ``verifier_failed`` = 1 and gets ``on_parse_failure``'s reward — by default the mean of
 the parsed rewards of the same prompt in the batch, so it adds no advantage in its GRPO
-group (no signal, not a penalty and not a gift); ``"zero"`` or ``"one"`` instead. An
+group (no signal, not a penalty and not a gift; the mean is over the episodes scored in
+one batch, so keep ``rollout.batch_size`` a multiple of the group size); ``"zero"`` or
+``"one"`` instead. An
 empty response (``empty_response``) and a failed episode (``episode_error``) score 0
 without a verifier call.
 """

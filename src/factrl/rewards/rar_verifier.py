@@ -147,8 +147,33 @@ class VerifierOutput:
 
 
 def _objects(text: str) -> list[str]:
-    """Candidate ``{...}`` substrings, outermost first, balanced by brace depth (braces in
-    strings are rare in a two-field answer; a candidate that fails is just skipped)."""
+    """Candidate ``{...}`` substrings, outermost first, balanced by brace depth; inside an
+    object, braces within quoted strings (either quote) do not count."""
+    out, depth, start, quote, escaped = [], 0, -1, "", False
+    for i, ch in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'" and depth:
+            quote = ch
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start : i + 1])
+    if depth and not out:  # an unterminated string swallowed the rest: retry ignoring quotes
+        return _objects_plain(text)
+    return out
+
+
+def _objects_plain(text: str) -> list[str]:
     out, depth, start = [], 0, -1
     for i, ch in enumerate(text):
         if ch == "{":
