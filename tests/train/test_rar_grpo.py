@@ -87,3 +87,36 @@ def test_binary_rar_presets_keep_the_kl_on():
     assert paper.model.id == "Qwen/Qwen3-8B" and paper.grpo.learning_rate == 1e-6 and paper.grpo.beta == 1e-3
     assert paper.reward.verifier == "openai:Qwen/Qwen3-32B" and not paper.preset.scaled_down
     assert load_run_config("binary_rar_cpu").preset.scaled_down
+
+
+def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_path, monkeypatch):
+    """``train grpo --eval-held-out`` with the rar agent: the reward's (frozen) verifier
+    also extracts and judges, and the learning table shows the rates."""
+    import factrl.lm.loader as loader
+    import factrl.train.setup as setup
+    from factrl.train.learning import evaluate_held_out, learning_table
+
+    def answer(ctx):
+        if "Facts (as a JSON list of strings):" in ctx:
+            return '["The Nile flows north.", "The Nile is 9 km long."]'
+        if "Your decision:" in ctx:
+            return "contradicted" if "9 km" in ctx.split("Claim: ")[1] else "supported"
+        if "professional fact-checker" in ctx:
+            return '{"REASONING": "r", "SCORE": 1}'
+        return "I don't know." if "?" in ctx else "The Nile flows north. The Nile is 9 km long."
+
+    judge, policy = ScriptedLM(answer), ScriptedLM(answer)
+    monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None: judge)
+    monkeypatch.setattr(loader, "load_lm", lambda model, **kw: policy)
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {
+        "output_dir": str(tmp_path), "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE),
+        "data.held_out_fraction": 0.6, "env.name": "rar", "reward.name": "rar"})
+    for name in ("eval_before", "eval_after"):
+        m = evaluate_held_out(cfg, "m", tmp_path / name)
+        assert m["agent_metrics"]["n"] == 3 and m["mean_reward"] == 1.0
+    summary = json.loads((tmp_path / "eval_after" / "hallucination.json").read_text())
+    assert (summary["n_long"], summary["n_short"]) == (2, 1)  # held out: p1, p2, q1
+    table = learning_table(tmp_path)
+    assert "| mean_reward | 1.000 | 1.000 |" in table
+    assert "| long_form.hallucination_rate | 0.500 | 0.500 |" in table
+    assert "| short_form.abstention_rate | 1.000 | 1.000 |" in table

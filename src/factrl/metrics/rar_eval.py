@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from factrl.lm.base import LM
+from factrl.lm.base import LM, GenerationConfig
 from factrl.metrics.atomic_claims import extract_atomic_claims, judge_claims
 from factrl.metrics.hallucination import (ResponseClaims, ShortFormAnswer, long_form_hallucination,
                                           short_form_hallucination)
@@ -43,12 +43,15 @@ def _response(t: Trajectory) -> str:
     return str(t.meta.get("response", response_of(t.model_text)))
 
 
-def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retrieve) -> tuple[list[ResponseClaims], list[dict]]:
+def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retrieve,
+               configs: tuple[GenerationConfig | None, GenerationConfig | None]) -> tuple[list[ResponseClaims], list[dict]]:
     # A failed episode has no response to judge: it is kept as an extraction failure.
     ok = [t for t in trajs if t.error is None]
-    extracted = extract_atomic_claims(lm, [_response(t) for t in ok], [t.claim.text for t in ok]) if ok else []
+    extracted = (extract_atomic_claims(lm, [_response(t) for t in ok], [t.claim.text for t in ok], config=configs[0])
+                 if ok else [])
     flat = [(t, c) for t, e in zip(ok, extracted) for c in e.claims]
-    judged = iter(judge_claims(judge, [c for _, c in flat], [list(retrieve(t, c)) for t, c in flat]) if flat else [])
+    judged = iter(judge_claims(judge, [c for _, c in flat], [list(retrieve(t, c)) for t, c in flat], config=configs[1])
+                  if flat else [])
     by_id = {t.claim_id: ResponseClaims(tuple(next(judged) for _ in e.claims), e.error) for t, e in zip(ok, extracted)}
     responses = [by_id.get(t.claim_id) or ResponseClaims((), f"episode failed: {t.error}") for t in trajs]
     details = []
@@ -61,14 +64,16 @@ def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retriev
 
 def rar_hallucination(
     trajectories: Sequence[Trajectory], lm: LM, retrieve: Retrieve, *, judge: LM | None = None,
+    extract_config: GenerationConfig | None = None, judge_config: GenerationConfig | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(summary, per_prompt)`` for finished ``rar`` episodes: ``lm`` extracts claims and
     (unless ``judge`` is given) judges them; ``retrieve(trajectory, claim)`` gives the
-    evidence a claim is judged against."""
+    evidence a claim is judged against. The configs default to
+    :mod:`~factrl.metrics.atomic_claims`' (greedy, room for a reasoning trace)."""
     trajs = list(trajectories)
     long_ = [t for t in trajs if t.meta.get("kind", t.claim.meta.get("kind", "long")) != "short"]
     short = [t for t in trajs if t not in long_]
-    responses, long_details = _long_form(long_, lm, judge or lm, retrieve)
+    responses, long_details = _long_form(long_, lm, judge or lm, retrieve, (extract_config, judge_config))
     lf = long_form_hallucination(responses)
     per_long = {t.claim_id: (d, r) for t, d, r in zip(long_, long_details, lf.per_response)}
 
