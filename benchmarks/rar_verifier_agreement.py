@@ -14,7 +14,7 @@ pairs scored 0: the paper's verifier FNR, 16 % for Qwen3-32B and 30 % for Qwen3-
 the contradiction recall (contradicted pairs scored 0). A verifier that always answers 1
 agrees on 50 % of these balanced pairs.
 
-    HF_HUB_OFFLINE=1 OMP_NUM_THREADS=2 PYTHONPATH=src .venv/bin/python benchmarks/rar_verifier_agreement.py \\
+    HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/rar_verifier_agreement.py \\
         [--model smollm2] [--n 100] [--rating] [--json out.json]
 """
 
@@ -75,6 +75,7 @@ def evaluate(lm, pairs, *, rating: bool, batch: int, max_new_tokens: int) -> dic
     for i in range(0, len(pairs), batch):
         rows = pairs[i : i + batch]
         outs += verify(lm, [PROMPT] * len(rows), [r[0] for r in rows], [r[1] for r in rows], rating=rating, config=cfg)
+        print(f"  {len(outs)}/{len(pairs)} pairs, {time.perf_counter() - t0:.0f} s", flush=True)
     wall = time.perf_counter() - t0
     threshold = 5 if rating else 1  # rating: > 5 reads as "no error" (the guide's 6-10)
     parsed = [(o.score >= threshold if rating else o.score == 1, gold) for o, (_, _, gold) in zip(outs, pairs)
