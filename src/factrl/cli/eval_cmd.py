@@ -115,6 +115,10 @@ def eval_(
         from factrl.evaluate import first_per_claim, read_trajectories
 
         trajs, _ = first_per_claim(read_trajectories(out / "trajectories.jsonl"), {c.id for c in claims})
-        RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer)
+        try:
+            RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer)
+        except ValueError as exc:  # e.g. a reward with no evidence source for the judge
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
         extra = f" and the agent's own metrics in {out}"
     typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html{extra}")
