@@ -15,7 +15,10 @@ the contradiction recall (contradicted pairs scored 0). A verifier that always a
 agrees on 50 % of these balanced pairs.
 
     HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/rar_verifier_agreement.py \\
-        [--model smollm2] [--n 100] [--rating] [--json out.json]
+        [--model smollm2] [--n 100] [--rating | --choice] [--json out.json]
+
+``--choice`` scores the two answers of Figure 9's format as continuations instead of
+generating (``verify_by_choice``; no parse failures possible).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 from factrl.datasets import load_dataset
 from factrl.labels import Label
 from factrl.lm import GenerationConfig, load_lm
-from factrl.rewards.rar_verifier import verify
+from factrl.rewards.rar_verifier import verify, verify_by_choice
 
 PROMPT = "Tell me one fact about this topic."
 
@@ -68,13 +71,14 @@ def _balanced(by: dict, n: int, seed: int) -> list:
     return out
 
 
-def evaluate(lm, pairs, *, rating: bool, batch: int, max_new_tokens: int) -> dict:
+def evaluate(lm, pairs, *, rating: bool, batch: int, max_new_tokens: int, choice: bool = False) -> dict:
     t0 = time.perf_counter()
     outs = []
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, temperature=0.0)
     for i in range(0, len(pairs), batch):
         rows = pairs[i : i + batch]
-        outs += verify(lm, [PROMPT] * len(rows), [r[0] for r in rows], [r[1] for r in rows], rating=rating, config=cfg)
+        args = ([PROMPT] * len(rows), [r[0] for r in rows], [r[1] for r in rows])
+        outs += verify_by_choice(lm, *args) if choice else verify(lm, *args, rating=rating, config=cfg)
         print(f"  {len(outs)}/{len(pairs)} pairs, {time.perf_counter() - t0:.0f} s", flush=True)
     wall = time.perf_counter() - t0
     threshold = 5 if rating else 1  # rating: > 5 reads as "no error" (the guide's 6-10)
@@ -108,16 +112,17 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--rating", action="store_true")
+    ap.add_argument("--choice", action="store_true", help="score the two answers instead of generating (binary)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     lm = load_lm(args.model)
-    result = {"model": args.model, "rating": args.rating, "n": args.n, "seed": args.seed,
+    result = {"model": args.model, "rating": args.rating, "choice": args.choice, "n": args.n, "seed": args.seed,
               "max_new_tokens": args.max_new_tokens,
               "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "datasets": {}}
     for name, make in (("scifact", scifact_pairs), ("climate_fever", climate_fever_pairs)):
         pairs = make(args.data, args.n, args.seed)
         result["datasets"][name] = evaluate(lm, pairs, rating=args.rating, batch=args.batch,
-                                            max_new_tokens=args.max_new_tokens)
+                                            max_new_tokens=args.max_new_tokens, choice=args.choice)
         print(name, json.dumps(result["datasets"][name]), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -165,3 +165,23 @@ def test_verify_checks_lengths_and_types():
     with pytest.raises(TypeError):
         verify(lm, "a", "r", [[]])
     assert verify(lm, [], [], []) == []
+
+
+def test_choice_mode_picks_the_more_probable_answer_and_counts_backend_failures():
+    from factrl.rewards.rar_verifier import CHOICES, verify_by_choice
+
+    class Scorer(ScriptedLM):
+        def score_choices(self, conversation, choices):
+            assert choices == [CHOICES[1], CHOICES[0]]
+            text = conversation[0].content
+            if "boom" in text:
+                raise TimeoutError("server down")
+            return [-1.0, -5.0] if "Earth is round" in text else [-9.0, -2.0]
+
+    outs = verify_by_choice(Scorer(lambda c: ""), ["p"] * 3, ["Earth is round.", "Mars is a star.", "boom"],
+                            [["e"]] * 3)
+    assert [o.score for o in outs] == [1, 0, None]
+    assert outs[0].raw == CHOICES[1] and "LM failed: TimeoutError" in outs[2].error
+    with pytest.raises(ValueError, match="mode"):
+        from factrl.rewards import build_reward
+        build_reward("rar_rating").configure({"mode": "choice"})

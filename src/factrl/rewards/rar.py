@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from factrl.lm.base import GenerationConfig
 from factrl.rewards.base import REWARDS, RewardDeps
-from factrl.rewards.rar_verifier import VerifierOutput, strip_think, verify
+from factrl.rewards.rar_verifier import VerifierOutput, strip_think, verify, verify_by_choice
 from factrl.types import Passage, RewardBreakdown, Trajectory
 
 __all__ = ["RarReward", "NoEvidenceError", "PARSE_FAILURE_POLICIES"]
@@ -55,6 +55,7 @@ class RarReward:
     pools: str | None = None
     on_parse_failure: str = "group_mean"
     max_new_tokens: int = 1024
+    mode: str = "generate"  # or "choice": score the two answers instead of sampling (binary only)
     name: str = "rar"
     verifier: Any = field(default=None, repr=False, compare=False)
     retriever: Any = field(default=None, repr=False, compare=False)
@@ -65,6 +66,8 @@ class RarReward:
     def __post_init__(self) -> None:
         if self.on_parse_failure not in PARSE_FAILURE_POLICIES:
             raise ValueError(f"on_parse_failure must be one of {PARSE_FAILURE_POLICIES}, got {self.on_parse_failure!r}")
+        if self.mode not in ("generate", "choice") or (self.mode == "choice" and self.rating):
+            raise ValueError(f"mode must be 'generate' or (binary only) 'choice', got {self.mode!r}")
         if self.k < 1 or self.chunk_tokens < 1:
             raise ValueError(f"k and chunk_tokens must be >= 1, got {self.k}, {self.chunk_tokens}")
 
@@ -109,14 +112,15 @@ class RarReward:
                                "RewardDeps(lms={'verifier': lm}) (training: reward.verifier; eval: --verifier)")
         todo = [(i, t, strip_think(t.model_text)) for i, t in enumerate(trajectories)]
         todo = [(i, t, r) for i, t, r in todo if t.error is None and r]
-        outs = verify(
-            self.verifier,
-            [t.claim.text for _, t, _ in todo],
-            [r for _, _, r in todo],
-            [self.evidence(t, f"{t.claim.text}\n{r}") for _, t, r in todo],
-            rating=self.rating,
-            config=GenerationConfig(max_new_tokens=self.max_new_tokens, temperature=0.0),
-        ) if todo else []
+        rows = ([t.claim.text for _, t, _ in todo], [r for _, _, r in todo],
+                [self.evidence(t, f"{t.claim.text}\n{r}") for _, t, r in todo])
+        if not todo:
+            outs = []
+        elif self.mode == "choice":
+            outs = verify_by_choice(self.verifier, *rows)
+        else:
+            outs = verify(self.verifier, *rows, rating=self.rating,
+                          config=GenerationConfig(max_new_tokens=self.max_new_tokens, temperature=0.0))
         result: list[VerifierOutput | None] = [None] * len(trajectories)
         for (i, _, _), out in zip(todo, outs):
             result[i] = out
@@ -162,7 +166,8 @@ class RarReward:
 
     def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> RarReward:
         """Parameters: ``k``, ``chunk_tokens``, ``pools`` (a pools JSONL path),
-        ``on_parse_failure``, ``max_new_tokens``; ``deps.lms["verifier"]`` is the verifier,
+        ``on_parse_failure``, ``max_new_tokens``, ``mode`` (``generate``; ``choice`` scores
+        the two answers instead, for small verifiers); ``deps.lms["verifier"]`` is the verifier,
         ``deps.retriever`` a fallback evidence source."""
         extra: dict[str, Any] = {}
         if deps is not None:
@@ -170,7 +175,7 @@ class RarReward:
                 extra["verifier"] = deps.lms["verifier"]
             if deps.retriever is not None:
                 extra["retriever"] = deps.retriever
-        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens"}
+        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode"}
         if unknown:
             raise TypeError(f"unknown parameter(s) {sorted(unknown)}")
         return replace(self, **dict(params), **extra, _cache=_Cache())

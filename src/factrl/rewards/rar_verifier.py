@@ -315,3 +315,37 @@ def verify(
             parsed = VerifierOutput(None, "", f"output cut at max_new_tokens; {parsed.error}", gen.text)
         out.append(parsed)
     return out
+
+
+# Constrained binary verification: the two answers the prompt asks for, scored as
+# continuations instead of sampled. Never fails to parse; for small verifiers that do not
+# follow the JSON format (the embedded SmolLM2-135M almost never does, docs/benchmarks.md).
+CHOICES = {
+    1: '{"REASONING": "No contradiction found.", "SCORE": 1}',
+    0: '{"REASONING": "The response contradicts the search results.", "SCORE": 0}',
+}
+
+
+def verify_by_choice(
+    lm: LM,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    evidence: Sequence[Sequence[str | Passage]],
+) -> list[VerifierOutput]:
+    """Binary verification by scoring: SCORE is the more probable of the two answers in
+    :data:`CHOICES` (``score_choices``, one scoring call per row) after Figure 9's prompt.
+    A row whose scoring raised is a failure naming the error."""
+    if not len(prompts) == len(responses) == len(evidence):
+        raise ValueError(f"{len(prompts)} prompts, {len(responses)} responses, {len(evidence)} evidence lists")
+    out = []
+    choices = [CHOICES[1], CHOICES[0]]
+    for p, r, ev in zip(prompts, responses, evidence):
+        conv = [Message(role="user", content=verifier_prompt(p, r, ev))]
+        try:
+            lp_one, lp_zero = lm.score_choices(conv, choices)
+        except Exception as exc:  # noqa: BLE001 - a backend failure is this row's, counted
+            out.append(VerifierOutput(None, "", f"LM failed: {type(exc).__name__}: {exc}"))
+            continue
+        score = 1 if lp_one >= lp_zero else 0
+        out.append(VerifierOutput(score, f"logprob(1) = {lp_one:.3f}, logprob(0) = {lp_zero:.3f}", None, CHOICES[score]))
+    return out
