@@ -163,3 +163,16 @@ def test_without_a_verifier_the_reward_says_how_to_give_one():
     trajs = episodes(["x"], reward=None)
     with pytest.raises(RuntimeError, match="needs a verifier LM"):
         score_trajectories(REWARDS.get("rar"), trajs)
+
+
+def test_choice_mode_scores_the_two_answers_instead_of_generating():
+    class Scorer(Verifier):
+        def score_choices(self, conversation, choices):
+            self.seen.append(conversation[0].content)
+            return [-1.0, -3.0] if "north" in conversation[0].content.split("Begin of the response")[1] else [-4.0, -2.0]
+
+    v = Scorer(lambda resp: pytest.fail("choice mode must not generate"))
+    reward = build_reward("rar", RewardDeps(lms={"verifier": v})).configure({"mode": "choice"})
+    trajs = episodes(["The Nile flows north.", "The Nile flows south."], reward=reward)
+    assert [t.reward.total for t in trajs] == [1.0, 0.0] and len(v.seen) == 2
+    assert all(t.reward.components["verifier_failed"] == 0.0 for t in trajs)
