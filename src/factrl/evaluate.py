@@ -136,9 +136,11 @@ def evaluate(
     progress: bool = True,
     force: bool = False,
     reward: Reward | None = None,
+    lms: Any = None,
 ) -> dict[str, Any]:
     """Verify every claim once, streaming trajectories scored by ``reward`` (default: the
-    environment's own); returns the metrics dict that is also written to ``metrics.json``."""
+    environment's own); returns the metrics dict that is also written to ``metrics.json``.
+    ``lms`` maps other roles (e.g. HARIS's ``"searcher"``) to their LMs."""
     from factrl.metrics.veri_r1 import compute_metrics
     from factrl.report.html import html_report
     from factrl.report.markdown import format_summary_line, metrics_markdown
@@ -174,7 +176,7 @@ def evaluate(
 
         for start in range(0, len(todo), rollout.batch_size):
             batch = todo[start : start + rollout.batch_size]
-            run_episodes(make_env, batch, lm, rollout, on_trajectory=write, reward=reward)
+            run_episodes(make_env, batch, lm, rollout, on_trajectory=write, reward=reward, lms=lms)
             os.fsync(fh.fileno())
             if progress:
                 rate = (time.perf_counter() - t_start) / max(1, finished - len(done))

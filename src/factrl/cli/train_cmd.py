@@ -158,3 +158,50 @@ def teach(
              run_info={"dataset": dataset, "split": split, "agent": spec.model_dump(mode="json"),
                        "model": "template-teacher"})
     typer.echo(f"wrote {out / 'trajectories.jsonl'}")
+
+
+@train_app.command("haris")
+def haris(
+    config: str = typer.Option(..., "--config", help="A TOML file or a preset (haris, haris_cpu)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a setting: --set haris.rounds=2 (repeatable)."),
+    out: Path = typer.Option(None, "--out", help="Output directory (default: the config's output_dir)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue: finished stages are skipped, a GRPO stage "
+                                "resumes from its latest checkpoint."),
+    stop_after: str = typer.Option(None, "--stop-after", help="End after this stage (e.g. foundation/searcher)."),
+    eval_held_out: bool = typer.Option(
+        False, "--eval-held-out", help="Evaluate the held-out claims before and after training (greedy)."
+    ),
+) -> None:
+    """HARIS coordinated training (Algorithm 1): foundation, then N alternating rounds of
+    search-agent and reasoning-agent GRPO; writes one directory per stage and haris_state.json."""
+    from factrl.train.config import load_run_config
+    from factrl.train.haris import train_haris
+
+    overrides = _parse_sets(set_)
+    if out is not None:
+        overrides["output_dir"] = str(out)
+    try:
+        cfg = load_run_config(config, overrides)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    if cfg.env.name != "haris":
+        raise typer.BadParameter(f"env.name must be 'haris', got {cfg.env.name!r}", param_hint="--config")
+    run_dir = Path(cfg.output_dir)
+    if eval_held_out and not (run_dir / "eval_before" / "metrics.json").exists():
+        from factrl.train.learning import evaluate_held_out
+
+        searcher = cfg.haris.searcher_model or cfg.model.id
+        evaluate_held_out(cfg, cfg.model.id, run_dir / "eval_before", lms={"searcher": searcher})
+    try:
+        state = train_haris(cfg, resume=resume, stop_after=stop_after)
+    except (ValueError, FileExistsError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"reasoner {state['reasoner']}\nsearcher {state['searcher']}")
+    if eval_held_out and len(state["done"]) == 3 * (cfg.haris.rounds + 1):
+        from factrl.train.learning import evaluate_held_out, learning_table
+
+        evaluate_held_out(cfg, state["reasoner"], run_dir / "eval_after", lms={"searcher": state["searcher"]})
+        table = learning_table(run_dir)
+        (run_dir / "learning.md").write_text(table)
+        typer.echo(table)

@@ -91,5 +91,10 @@ ENVS.register_lazy("direct", "factrl.envs.baselines.direct")
 ENVS.register_lazy("rag", "factrl.envs.baselines.rag")
 ENVS.register_lazy("decompose", "factrl.envs.baselines.decompose")
 ENVS.register_lazy("react", "factrl.envs.baselines.react")
+# HARIS (factrl.envs.haris): reasoning agent with a search sub-agent, the search agent
+# alone (its GRPO stage), and the single-agent comparison.
+ENVS.register_lazy("haris", "factrl.envs.haris.reasoner")
+ENVS.register_lazy("haris_searcher", "factrl.envs.haris.searcher")
+ENVS.register_lazy("haris_single", "factrl.envs.haris.single")
 # Binary RAR (001): answer a prompt in one turn, scored by a contradiction verifier.
 ENVS.register_lazy("rar", "factrl.envs.rar")

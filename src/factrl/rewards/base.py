@@ -81,6 +81,8 @@ REWARDS.register_lazy("veri_r1", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_validity", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("veri_r1_no_evidence", "factrl.rewards.veri_r1")
 REWARDS.register_lazy("label_only", "factrl.rewards.label_only")
+REWARDS.register_lazy("haris_high", "factrl.rewards.haris")
+REWARDS.register_lazy("haris_low", "factrl.rewards.haris")
 # Binary RAR (001): a contradiction verifier's 0/1, and the 0-10 rating variant.
 REWARDS.register_lazy("rar", "factrl.rewards.rar")
 REWARDS.register_lazy("rar_rating", "factrl.rewards.rar")

@@ -25,6 +25,7 @@ __all__ = [
     "RolloutSettings",
     "GRPOSettings",
     "GRPORunConfig",
+    "HarisSettings",
     "load_run_config",
     "list_presets",
     "parse_overrides",
@@ -116,6 +117,25 @@ class GRPOSettings:
 
 
 @dataclass
+class HarisSettings:
+    """HARIS coordinated training (Algorithm 1); used by ``factrl train haris`` only."""
+
+    rounds: int = 1  # N alternating rounds after the foundation stage (T split into N segments)
+    searcher_model: str | None = None  # the search agent's starting model (default: model.id)
+    judge_model: str = "smollm2"  # the low-level reward's LM judge (paper: GPT-4o-mini); "openai:NAME" works
+    judge_base_url: str | None = None
+    answer_model: str = "smollm2"  # writes pseudo-gold answers from the gold evidence (paper: GPT-4o)
+    answer_base_url: str | None = None
+    searcher_params: dict[str, Any] = field(default_factory=dict)  # haris_searcher env params
+    epochs_per_stage: float = 1.0  # the paper trains one epoch per stage
+    steps_per_stage: int = 0  # > 0: this many GRPO updates per stage instead of epochs_per_stage
+    # When a reasoner rollout asks no question (an untrained small model rarely does), ask
+    # the claim itself as the search agent's question; off in the paper's setting.
+    fallback_question: bool = False
+    seed: int = 0
+
+
+@dataclass
 class GRPORunConfig:
     preset: PresetInfo = field(default_factory=PresetInfo)
     model: ModelSettings = field(default_factory=ModelSettings)
@@ -125,6 +145,7 @@ class GRPORunConfig:
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     output_dir: str = "runs/grpo"
+    haris: HarisSettings = field(default_factory=HarisSettings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

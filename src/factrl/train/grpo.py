@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from factrl.datasets.prepare import prepare_splits
 from factrl.lm.loader import resolve_model_path
@@ -38,8 +39,20 @@ def _claim_key(c: Claim) -> str:
     return f"[{c.id}] {c.text.strip()}"
 
 
-def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
-    """Run GRPO; returns the directory of the final model (``<output_dir>/final``)."""
+def train_grpo(
+    cfg: GRPORunConfig,
+    *,
+    resume: bool = False,
+    claims: list[Claim] | None = None,
+    make_env: Any = None,
+    reward: Any = None,
+    lms: dict[str, Any] | None = None,
+) -> Path:
+    """Run GRPO; returns the directory of the final model (``<output_dir>/final``).
+
+    A caller that composes stages (HARIS's coordinated training) may pass the training
+    ``claims`` (instead of the config's data split), the environment factory, the reward
+    (e.g. with a judge LM) and ``lms`` for roles other than the trained policy."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
@@ -53,12 +66,13 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
     ckpt = latest_checkpoint(out) if resume else None
     if not resume and ckpt is None and latest_checkpoint(out) is not None:
         raise FileExistsError(f"{out} already has checkpoints; pass --resume or choose another output dir")
-    train_claims, _ = prepare_splits(cfg.data, out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_claims = list(claims) if claims is not None else prepare_splits(cfg.data, out)[0]
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout
-    make_env = run_env_factory(cfg)
-    reward = run_reward(cfg, make_env)
+    make_env = make_env or run_env_factory(cfg)
+    reward = reward or run_reward(cfg, make_env)
     rollout = EnvRollout(
         by_key,
         make_env,
@@ -70,6 +84,7 @@ def train_grpo(cfg: GRPORunConfig, *, resume: bool = False) -> Path:
             seed=g.seed,
         ),
         reward,
+        lms=lms,
     )
     funcs, weights = reward_functions(reward)
     args = GRPOConfig(

@@ -11,8 +11,10 @@ from factrl.train.config import GRPORunConfig
 __all__ = ["evaluate_held_out", "learning_table"]
 
 
-def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_size: int = 32) -> dict[str, Any]:
-    """Greedy evaluation of ``model`` on the run's held-out claims (resumable)."""
+def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_size: int = 32,
+                      lms: dict[str, str] | None = None, deps: Any = None) -> dict[str, Any]:
+    """Greedy evaluation of ``model`` on the run's held-out claims (resumable); ``lms``
+    maps other roles to models (HARIS: ``{"searcher": path}``)."""
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
@@ -23,7 +25,10 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
     lm = load_lm(model)
     info = {"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params},
             "held_out": len(held_out), "dataset": cfg.data.dataset}
-    make_env = run_env_factory(cfg)
+    make_env = run_env_factory(cfg, deps)
+    role_lms = {role: (lm if path == model else load_lm(path)) for role, path in (lms or {}).items()}
+    if role_lms:
+        info["lms"] = dict(lms or {})
     reward = run_reward(cfg, make_env)
     metrics = evaluate(
         held_out,
@@ -38,6 +43,7 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
         ),
         run_info=info,
         reward=reward,
+        lms=role_lms,
     )
     from factrl.metrics.run_metrics import RUN_METRICS
 

@@ -113,7 +113,9 @@ class EnvRollout:
         reward: Reward,
         *,
         on_trajectories: Callable[[list[Trajectory]], None] | None = None,
+        lms: dict[str, Any] | None = None,
     ) -> None:
+        self.lms = dict(lms or {})  # other roles' LMs (e.g. a frozen search agent); never trained
         self.claims = claims
         self.make_env = make_env
         self.reward = reward
@@ -144,7 +146,7 @@ class EnvRollout:
                 # each group member samples with its own seed.
                 seen: dict[str, int] = {}
                 jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in claims]
-                trajs = run_jobs(jobs, lm, cfg, reward=self.reward)
+                trajs = run_jobs(jobs, lm, cfg, reward=self.reward, lms=self.lms)
             finally:
                 model.train(was_training)
         self.calls += 1

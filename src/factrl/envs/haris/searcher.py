@@ -1,0 +1,167 @@
+"""The HARIS search agent (§3.3.2): ``<search>`` → ``<result>`` (top-k) loops, ending
+with ``<report>…</report>``.
+
+:class:`SearchSession` is the protocol of one question, shared by the standalone
+``haris_searcher`` environment (the searcher's own GRPO stage: the question is the
+episode's "claim", its pseudo-gold answer in ``claim.meta``) and by the reasoner, which
+runs one session per ``<question>`` as a sub-agent context (:mod:`.reasoner`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.haris import prompts
+from factrl.envs.haris.protocol import TurnAction, parse_turn
+from factrl.envs.spec import EnvDeps
+from factrl.envs.veri_r1 import render_information
+from factrl.retrieval.base import Retriever
+from factrl.types import Claim, Message, Verdict
+
+__all__ = ["SearcherConfig", "SearchSession", "HarisSearcherEnv", "searcher_messages", "SEARCHER_STOP"]
+
+SEARCHER_STOP = ("</search>", "</report>")
+
+
+@dataclass(frozen=True)
+class SearcherConfig:
+    max_searches: int = 3  # per question (the paper states no number; Search-o1 baseline: 10)
+    top_k: int = 3  # HARIS: top-3 passages per search
+    max_information_chars: int = 3000
+    max_query_chars: int = 500
+    max_report_chars: int = 3000  # the report as the reasoner sees it, clipped
+
+    def __post_init__(self) -> None:
+        if self.max_searches < 0 or self.top_k < 1:
+            raise ValueError(f"max_searches must be >= 0 and top_k >= 1, got {self.max_searches}, {self.top_k}")
+
+    @property
+    def max_turns(self) -> int:
+        """Model turns of one session: each search, the report, and one more turn after
+        a search past the budget (answered by "no searches left")."""
+        return self.max_searches + 2
+
+
+def searcher_messages(question: str, config: SearcherConfig) -> list[Message]:
+    content = prompts.SEARCHER.format(question=question.strip(), max_searches=config.max_searches, top_k=config.top_k)
+    return [Message(role="user", content=content)]
+
+
+def result_block(text: str) -> str:
+    return f"\n<result>\n{text}\n</result>\n"
+
+
+@dataclass
+class SearchSession:
+    """One question's search-agent episode: feed it the agent's turns with :meth:`step`;
+    ``done`` once it reported (or failed to); ``report`` is None when it never did."""
+
+    question: str
+    retriever: Retriever
+    config: SearcherConfig
+    turns: list[TurnAction] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    report: str | None = None
+    done: bool = False
+    search_seconds: float = 0.0
+    budget_errors: list[str] = field(default_factory=list)
+
+    def step(self, text: str) -> str | None:
+        """The observation for the agent's next turn, or None when the session is over."""
+        if self.done:
+            raise RuntimeError("step() after the search agent reported")
+        act = parse_turn(text, ("search", "report"))
+        self.turns.append(act)
+        if act.kind == "report":
+            self.report, self.done = act.content, True
+            return None
+        if act.kind is None:
+            self.done = True  # no action (EOS or a cut turn): no report
+            return None
+        if len(self.searches) >= self.config.max_searches:
+            if self.budget_errors:  # told once already: the session ends without a report
+                self.done = True
+                return None
+            self.budget_errors.append(f"search over budget: more than {self.config.max_searches} searches")
+            return result_block(prompts.SEARCH_BUDGET_SPENT)
+        query = act.content[: self.config.max_query_chars]
+        t0 = time.perf_counter()
+        hits = self.retriever.search([query], self.config.top_k)[0] if query else []
+        info, ids = render_information(hits, self.config.max_information_chars)
+        self.search_seconds += time.perf_counter() - t0
+        self.searches.append(query)
+        self.shown.extend(ids)
+        return result_block(info or prompts.NOTHING_FOUND)
+
+    @property
+    def format_errors(self) -> list[str]:
+        errors = [e for t in self.turns for e in t.errors] + list(self.budget_errors)
+        if self.report is None:
+            errors.insert(0, "no answer: no <report>")
+        return errors
+
+    @property
+    def format_ok(self) -> bool:
+        return self.report is not None and not self.format_errors
+
+    def shown_report(self) -> str:
+        if self.report is None:
+            return prompts.NO_REPORT
+        return self.report[: self.config.max_report_chars]
+
+
+class HarisSearcherEnv:
+    """The search agent alone on one question (its GRPO stage; scored by ``haris_low``).
+
+    The claim's text is the question; ``claim.meta["pseudo_answer"]`` the pseudo-gold
+    answer the judge compares the report with."""
+
+    name = "haris_searcher"
+    stop = SEARCHER_STOP
+    default_reward = "haris_low"
+
+    def __init__(self, retriever: Retriever | None, config: SearcherConfig | None = None) -> None:
+        if retriever is None:
+            raise ValueError("the haris_searcher agent needs a retriever")
+        self.retriever, self.config = retriever, config or SearcherConfig()
+        self.max_turns = self.config.max_turns
+        self._session: SearchSession | None = None
+
+    def reset(self, claim: Claim) -> list[Message]:
+        if not claim.text or not claim.text.strip():
+            raise ValueError(f"question {claim.id!r} has empty text")
+        self._session = SearchSession(claim.text.strip(), self.retriever, self.config)
+        return searcher_messages(claim.text, self.config)
+
+    def step(self, model_text: str) -> StepResult:
+        if self._session is None:
+            raise RuntimeError("step() before reset()")
+        obs = self._session.step(model_text)
+        return StepResult(observation=obs, done=obs is None)
+
+    def result(self) -> EpisodeResult:
+        s = self._session
+        if s is None:
+            raise RuntimeError("result() before reset()")
+        verdict = Verdict(label=None, evidence_ids=[], format_ok=s.format_ok, format_errors=s.format_errors,
+                          answered=s.report is not None)
+        return EpisodeResult(verdict=verdict, searches=list(s.searches), retrieved_ids=list(dict.fromkeys(s.shown)),
+                             timings={"search_s": s.search_seconds},
+                             meta={"report": s.report, "question": s.question})
+
+    def parse_verdict(self, model_text: str) -> Verdict:
+        """Whether the text holds a report (searches cannot be replayed from text)."""
+        act = parse_turn(model_text.split("</search>")[-1], ("search", "report"))
+        ok = act.kind == "report"
+        return Verdict(label=None, format_ok=ok and not act.errors,
+                       format_errors=act.errors if ok else ["no answer: no <report>"] + act.errors, answered=ok)
+
+
+@ENVS.register("haris_searcher")
+def make_haris_searcher(deps: EnvDeps | None = None, **params: object) -> HarisSearcherEnv:
+    """``params`` are :class:`SearcherConfig` fields (``max_searches``, ``top_k``, ...)."""
+    deps = deps or EnvDeps()
+    return HarisSearcherEnv(deps.retriever, SearcherConfig(**params))  # type: ignore[arg-type]

@@ -1,0 +1,109 @@
+"""``haris_single``: the paper's single-agent comparison (HARIS Table 12, "single agent"):
+one model thinks, searches (``<search>`` → top-k ``<result>``, the search agent's tool)
+and answers ``<answer>… \\boxed{Support|Refute} …</answer>``. Scored by ``haris_high``
+(1 / 0.1 / 0), as the reasoner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.haris import prompts
+from factrl.envs.haris.protocol import TurnAction, episode_verdict, parse_turn
+from factrl.envs.haris.searcher import SearcherConfig, SearchSession, result_block
+from factrl.envs.spec import EnvDeps
+from factrl.retrieval.base import Retriever
+from factrl.types import Claim, Message, Verdict
+
+__all__ = ["SingleConfig", "HarisSingleEnv", "parse_single_text"]
+
+_ACTIONS = ("search", "answer")
+
+
+@dataclass(frozen=True)
+class SingleConfig:
+    max_searches: int = 5  # one agent does all the searching the reasoner delegates
+    top_k: int = 3
+    max_information_chars: int = 3000
+
+
+def parse_single_text(model_text: str, max_searches: int) -> Verdict:
+    """The verdict of the model's turns joined (results excluded)."""
+    turns, rest = [], model_text
+    while (cut := min((i + len(t) for t in ("</search>", "</answer>") if (i := rest.find(t)) != -1),
+                      default=-1)) != -1:
+        turns.append(rest[:cut])
+        rest = rest[cut:]
+    if rest.strip():
+        turns.append(rest)
+    return _verdict([parse_turn(t, _ACTIONS) for t in turns], max_searches)
+
+
+def _verdict(acts: list[TurnAction], max_searches: int) -> Verdict:
+    final = next((a for a in acts if a.kind == "answer"), None)
+    errors: list[str] = []
+    n = sum(a.kind == "search" for a in acts)
+    if n > max_searches:
+        errors.append(f"search over budget: {n} searches (at most {max_searches})")
+    if final is not None and acts.index(final) != len(acts) - 1:
+        errors.append("text outside tags (after the answer)")
+    return episode_verdict([a.errors for a in acts], final, errors)
+
+
+class HarisSingleEnv:
+    name = "haris_single"
+    stop = ("</search>", "</answer>")
+    default_reward = "haris_high"
+
+    def __init__(self, retriever: Retriever | None, config: SingleConfig | None = None) -> None:
+        if retriever is None:
+            raise ValueError("the haris_single agent needs a retriever")
+        self.retriever, self.config = retriever, config or SingleConfig()
+        self.max_turns = self.config.max_searches + 2
+        self._claim: Claim | None = None
+
+    def reset(self, claim: Claim) -> list[Message]:
+        if not claim.text or not claim.text.strip():
+            raise ValueError(f"claim {claim.id!r} has empty text")
+        self._claim = claim
+        self._acts: list[TurnAction] = []
+        cfg = SearcherConfig(max_searches=self.config.max_searches, top_k=self.config.top_k,
+                             max_information_chars=self.config.max_information_chars)
+        # the search tool is the search agent's: same retrieval, same <result> rendering
+        self._tool = SearchSession(claim.text, self.retriever, cfg)
+        content = prompts.SINGLE.format(claim=claim.text.strip(), max_searches=self.config.max_searches,
+                                        top_k=self.config.top_k)
+        return [Message(role="user", content=content)]
+
+    def step(self, model_text: str) -> StepResult:
+        if self._claim is None:
+            raise RuntimeError("step() before reset()")
+        act = parse_turn(model_text, _ACTIONS)
+        self._acts.append(act)
+        if act.kind != "search":
+            return StepResult(observation=None, done=True)
+        n = sum(a.kind == "search" for a in self._acts)
+        if n > self.config.max_searches:
+            if n > self.config.max_searches + 1:
+                return StepResult(observation=None, done=True)
+            return StepResult(observation=result_block("No searches left: give the final <answer> now."), done=False)
+        # the tool session renders results exactly as the search agent's
+        obs = self._tool.step(f"<search>{act.content}</search>")
+        return StepResult(observation=obs, done=False)
+
+    def result(self) -> EpisodeResult:
+        if self._claim is None:
+            raise RuntimeError("result() before reset()")
+        t = self._tool
+        return EpisodeResult(verdict=_verdict(self._acts, self.config.max_searches), searches=list(t.searches),
+                             retrieved_ids=list(dict.fromkeys(t.shown)), timings={"search_s": t.search_seconds})
+
+    def parse_verdict(self, model_text: str) -> Verdict:
+        return parse_single_text(model_text, self.config.max_searches)
+
+
+@ENVS.register("haris_single")
+def make_haris_single(deps: EnvDeps | None = None, **params: object) -> HarisSingleEnv:
+    """``params`` are :class:`SingleConfig` fields (``max_searches``, ``top_k``, ...)."""
+    deps = deps or EnvDeps()
+    return HarisSingleEnv(deps.retriever, SingleConfig(**params))  # type: ignore[arg-type]

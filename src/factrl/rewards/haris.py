@@ -1,0 +1,150 @@
+"""HARIS rewards (§3.2.2, §3.3.3).
+
+- ``haris_high`` (the reasoning agent, and the single agent):
+  R = 1 if the verdict is correct, 0.1 if wrong but well formed, 0 if malformed
+  (an episode that ended in an error is malformed). Gold labels are read on the paper's
+  two-way scale (:func:`~factrl.envs.haris.protocol.binary_gold`: NOT ENOUGH INFO counts
+  as Refute); a gold label with no binary reading (CONFLICTING) is refused with an error.
+- ``haris_low`` (the search agent): an LM judge reads the question, the pseudo-gold
+  answer (``claim.meta["pseudo_answer"]``) and the agent's report and says whether the
+  report is sufficient and useful to derive the answer (Table 13's signature).
+  R = 1 if useful, 0.1 if not but the episode is well formed, 0 if malformed. A judge
+  reply that is neither yes nor no is a *judge failure*: counted in the
+  ``judge_failed`` diagnostic (1 for that episode), never read as "not useful"; its
+  reward is the well-formed floor 0.1 (or 0 if malformed) so the group keeps a value.
+
+The judge is any LM (``RewardDeps.lms["judge"]``): an in-process model or
+``openai:NAME`` over HTTP; it is called once per batch through ``LM.complete``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from factrl.envs.haris.protocol import binary_gold
+from factrl.rewards.base import REWARDS, RewardDeps
+from factrl.types import Message, RewardBreakdown, Trajectory
+
+__all__ = ["HarisHighReward", "HarisLowReward", "high_reward", "judge_messages", "parse_judge", "JUDGE_PROMPT"]
+
+JUDGE_PROMPT = """Decide whether the gathered information is sufficient and useful to derive the correct answer to the question.
+
+Question: {question}
+Correct answer: {answer}
+Gathered information: {report}
+
+Reply with one word: yes or no."""
+
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def high_reward(traj: Trajectory, correct: float = 1.0, wrong: float = 0.1) -> RewardBreakdown:
+    """Eq. (1) for one episode."""
+    gold = binary_gold(traj.claim.label)
+    if gold is None:
+        raise ValueError(f"claim {traj.claim_id!r}: gold label {traj.claim.label} has no Support/Refute reading")
+    v = traj.verdict
+    well_formed = traj.error is None and v.format_ok and v.label is not None
+    is_correct = well_formed and v.label == gold
+    total = correct if is_correct else (wrong if well_formed else 0.0)
+    return RewardBreakdown(components={"label_correct": float(is_correct), "format": float(well_formed),
+                                       "total": total}, total=total)
+
+
+@dataclass(frozen=True)
+class HarisHighReward:
+    correct: float = 1.0
+    wrong: float = 0.1
+    name: str = "haris_high"
+    components: ClassVar[tuple[str, ...]] = ("format",)
+    diagnostics: ClassVar[tuple[str, ...]] = ("label_correct",)
+
+    def __call__(self, traj: Trajectory) -> RewardBreakdown:
+        return high_reward(traj, self.correct, self.wrong)
+
+    def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
+        return [self(t) if t.claim.label is not None else RewardBreakdown() for t in trajectories]
+
+    def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> HarisHighReward:
+        del deps  # rule-based
+        return replace(self, **dict(params))
+
+
+def judge_messages(question: str, answer: str, report: str) -> list[Message]:
+    return [Message(role="user", content=JUDGE_PROMPT.format(question=question.strip(), answer=answer.strip(),
+                                                             report=report.strip()))]
+
+
+def parse_judge(text: str) -> bool | None:
+    """True (yes), False (no), or None when the reply says neither or both."""
+    found = {m.lower() for m in _YES_NO.findall(text[:400])}
+    if len(found) != 1:
+        return None
+    return found == {"yes"}
+
+
+def _judge_texts(judge: Any, convs: list[list[Message]], max_tokens: int) -> list[str | None]:
+    """The judge's replies; a row whose request failed (an HTTP judge down after its
+    retries) is None, i.e. a judge failure, like an unparseable reply."""
+    from factrl.lm.base import GenerationConfig, RowFailures
+
+    try:
+        gens = judge.complete(convs, GenerationConfig(max_new_tokens=max_tokens, temperature=0.0))
+    except RowFailures as exc:
+        gens = exc.generations
+    except Exception:
+        return [None] * len(convs)
+    if len(gens) != len(convs):
+        return [None] * len(convs)
+    return [None if g is None else g.text for g in gens]
+
+
+@dataclass(frozen=True)
+class HarisLowReward:
+    useful: float = 1.0
+    not_useful: float = 0.1
+    max_judge_tokens: int = 16
+    judge: Any = field(default=None, compare=False, repr=False)
+    name: str = "haris_low"
+    components: ClassVar[tuple[str, ...]] = ("format", "useful")
+    diagnostics: ClassVar[tuple[str, ...]] = ("judge_failed",)
+
+    def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
+        trajs = list(trajectories)
+        formed = [t.error is None and t.verdict.format_ok and bool(t.meta.get("report")) for t in trajs]
+        ask = [i for i, ok in enumerate(formed) if ok]
+        verdicts: dict[int, bool | None] = {}
+        if ask:
+            if self.judge is None:
+                raise ValueError("haris_low needs a judge LM: RewardDeps(lms={'judge': lm})")
+            for t in (trajs[i] for i in ask):
+                if not str(t.claim.meta.get("pseudo_answer") or "").strip():
+                    raise ValueError(f"question {t.claim_id!r} has no meta['pseudo_answer'] for the judge")
+            convs = [judge_messages(trajs[i].claim.text, str(trajs[i].claim.meta["pseudo_answer"]),
+                                    str(trajs[i].meta["report"])) for i in ask]
+            for i, text in zip(ask, _judge_texts(self.judge, convs, self.max_judge_tokens)):
+                verdicts[i] = None if text is None else parse_judge(text)
+        out = []
+        for i, ok in enumerate(formed):
+            said = verdicts.get(i)
+            failed = ok and said is None
+            total = self.useful if said else (self.not_useful if ok else 0.0)
+            out.append(RewardBreakdown(components={"format": float(ok), "useful": float(bool(said)),
+                                                   "judge_failed": float(failed), "total": total}, total=total))
+        return out
+
+    def __call__(self, traj: Trajectory) -> RewardBreakdown:
+        return self.score([traj])[0]
+
+    def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> HarisLowReward:
+        """Override ``useful`` / ``not_useful`` / ``max_judge_tokens``; the judge is
+        ``deps.lms["judge"]``."""
+        judge = (deps.lms.get("judge") if deps is not None else None) or self.judge
+        return replace(self, judge=judge, **dict(params))
+
+
+REWARDS.register("haris_high")(HarisHighReward())
+REWARDS.register("haris_low")(HarisLowReward())

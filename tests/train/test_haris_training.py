@@ -1,0 +1,129 @@
+"""HARIS coordinated training (Algorithm 1) end to end on a tiny random model on CPU:
+foundation (synthesis → searcher GRPO → reasoner GRPO with the new searcher frozen) and
+one alternation round, interrupted after the foundation's searcher stage and resumed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+
+from factrl.envs import EnvDeps  # noqa: E402
+from factrl.lm.scripted import ScriptedLM  # noqa: E402
+from factrl.train import rollout_adapter  # noqa: E402
+from factrl.train.config import load_run_config  # noqa: E402
+from factrl.train.haris import STATE_FILE, segments, stage_names, train_haris  # noqa: E402
+from factrl.train.haris_synthesis import SynthesisStats, pick_questions, write_pseudo_answers  # noqa: E402
+from factrl.types import Claim, EvidenceRef, Trajectory  # noqa: E402
+
+from _support import REPO, WordOverlapRetriever  # noqa: E402
+from envs.test_haris import PASSAGES  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from factrl.lm.tiny import build_tiny_model
+
+    torch.set_num_threads(1)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), layers=2, hidden=64, heads=4)
+
+
+def test_stage_names_and_segments():
+    assert stage_names(1) == ["foundation/synth", "foundation/searcher", "foundation/reasoner",
+                              "round1/synth", "round1/searcher", "round1/reasoner"]
+    claims = [Claim(id=str(i), text="x") for i in range(5)]
+    assert [len(s) for s in segments(claims, 2)] == [3, 2]
+
+
+def test_question_picking_and_pseudo_gold_filtering():
+    c1 = Claim(id="a", text="The Nile flows north.", label="SUPPORT", evidence=[EvidenceRef(id="n", text="It flows north.")])
+    c2 = Claim(id="b", text="Paris is small.", label="NOT ENOUGH INFO")
+    c3 = Claim(id="c", text="Paris is big.", label="REFUTE", evidence=[EvidenceRef(id="p", text="Paris is big.")])
+
+    def t(c, qs):
+        return Trajectory(claim_id=c.id, env="haris", claim=c, prompt=[], meta={"questions": qs})
+    stats = SynthesisStats()
+    pairs = pick_questions([t(c1, ["Q1?", "Q2?"]), t(c2, ["Q3?"]), t(c3, [])], first_only=True, fallback=True,
+                           seed=0, stats=stats)
+    assert [(c.id, q) for c, q in pairs] == [("a", "Q1?"), ("b", "Q3?"), ("c", "Is it true that Paris is big?")]
+    assert stats.fallback == 1 and stats.with_question == 2
+    asked = []
+    answerer = ScriptedLM(lambda ctx: asked.append(ctx) or ("North" if "Nile" in ctx else "None"))
+    out = write_pseudo_answers(pairs, answerer, stats)
+    assert [(q.id, q.meta["pseudo_answer"]) for q in out] == [("a#q", "North")]
+    assert stats.dropped_no_evidence == 1 and stats.dropped_none == 1
+    assert "Veracity of the claim: true" in asked[0] and "It flows north." in asked[0]
+
+
+def test_coordinated_round_with_resume(tiny_model, tmp_path, monkeypatch):
+    out = tmp_path / "haris"
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_haris.toml",
+                          {"model.id": str(tiny_model), "output_dir": str(out),
+                           "data.data_dir": str(REPO / "tests" / "fixtures" / "haris_tiny_claims.jsonl")})
+    seen = []  # (lms roles, trajectories) of every GRPO rollout
+    real = rollout_adapter.run_jobs
+
+    def spy(jobs, lm, cfg_, **kw):
+        trajs = real(jobs, lm, cfg_, **kw)
+        seen.append((sorted(kw.get("lms") or {}), trajs))
+        return trajs
+    monkeypatch.setattr(rollout_adapter, "run_jobs", spy)
+    judge = ScriptedLM(lambda ctx: "yes" if len(ctx) % 2 else "no")
+    answerer = ScriptedLM(lambda ctx: "North")
+    deps = EnvDeps(retriever=WordOverlapRetriever(PASSAGES))
+
+    state = train_haris(cfg, deps=deps, judge=judge, answerer=answerer, stop_after="foundation/searcher")
+    assert state["done"] == ["foundation/synth", "foundation/searcher"]
+    synth = json.loads((out / "foundation/synth/synthesis.json").read_text())
+    assert synth["rollouts"] == 6 and synth["kept"] >= 1  # the tiny model asks nothing: fallback questions
+    assert state["searcher"] == str(out / "foundation/searcher/final") and state["reasoner"] == str(tiny_model)
+    # the searcher stage trained the search agent alone: its own episodes, no other role
+    assert seen and all(roles == [] and all(t.env == "haris_searcher" and not t.segments for t in trajs)
+                        for roles, trajs in seen)
+    with pytest.raises(FileExistsError, match="--resume"):
+        train_haris(cfg, deps=deps, judge=judge, answerer=answerer)
+
+    seen.clear()
+    state = train_haris(cfg, resume=True, deps=deps, judge=judge, answerer=answerer)
+    assert state["done"] == stage_names(1)
+    assert state["reasoner"] == str(out / "round1/reasoner/final")
+    assert state["searcher"] == str(out / "round1/searcher/final")
+    for stage in ("foundation/reasoner", "round1/searcher", "round1/reasoner"):
+        assert (out / stage / "final" / "config.json").exists()
+        assert (out / stage / "metrics.jsonl").exists()
+    # reasoner stages ran with the searcher frozen as another role; the first trainer
+    # rollout after resuming is the foundation reasoner's
+    reasoner_rollouts = [(roles, trajs) for roles, trajs in seen if trajs[0].env == "haris"]
+    assert reasoner_rollouts and all(roles == ["searcher"] for roles, _ in reasoner_rollouts)
+    saved = json.loads((out / STATE_FILE).read_text())
+    assert saved["done"] == stage_names(1)
+
+
+def test_presets_hold_the_papers_settings():
+    paper = load_run_config("haris")
+    g, r = paper.grpo, paper.rollout
+    assert (g.num_generations, g.learning_rate, g.beta, r.temperature) == (5, 1e-6, 0.001, 1.0)
+    assert paper.env.name == "haris" and paper.env.params["top_k"] == 3 and "e5-small" in paper.preset.notes
+    assert "Algorithm 1" in paper.preset.paper and not paper.preset.scaled_down
+    cpu = load_run_config("haris_cpu")
+    assert cpu.preset.scaled_down and "Algorithm 1" in cpu.preset.paper and cpu.haris.rounds >= 1
+    assert (cpu.grpo.num_generations, cpu.grpo.beta, cpu.rollout.temperature) == (5, 0.001, 1.0)
+
+
+def test_cli_refuses_a_non_haris_config_and_a_bad_stage(tmp_path):
+    from typer.testing import CliRunner
+
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    runner = CliRunner()
+    bad = runner.invoke(app, ["train", "haris", "--config", "veri_r1_online_cpu", "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0 and "env.name must be 'haris'" in bad.output
+    fixture = str(REPO / "tests" / "fixtures" / "tiny_haris.toml")
+    bad = runner.invoke(app, ["train", "haris", "--config", fixture, "--out", str(tmp_path / "y"),
+                              "--stop-after", "round9/synth",
+                              "--set", f"data.data_dir={REPO / 'tests' / 'fixtures' / 'haris_tiny_claims.jsonl'}"])
+    assert bad.exit_code == 1 and "unknown stage 'round9/synth'" in bad.output
