@@ -184,7 +184,9 @@ def evaluate(
 
     wanted = set(ids)
     trajs, duplicates = first_per_claim(read_trajectories(path), wanted)
-    metrics = compute_metrics(trajs)
+    # Prompts without gold labels (Binary RAR's prompt sets) have no label metrics; the
+    # agent's own run metrics (factrl.metrics.run_metrics) score them.
+    metrics = compute_metrics(trajs) if all(t.claim.label is not None for t in trajs) else unlabelled_metrics(trajs)
     metrics.update(_run_counts(duplicates, run_info))
     wall = time.perf_counter() - t_start
     n_new = finished - len(done)
@@ -209,6 +211,30 @@ def evaluate(
     if progress:
         _say(format_summary_line(metrics))
     return metrics
+
+
+def unlabelled_metrics(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """What can be said of episodes on unlabelled prompts: counts, the share of answered
+    episodes, the mean reward; label metrics are None (there is no gold to compare)."""
+    from collections import Counter
+
+    from factrl.metrics.failures import episode_error_type
+
+    n = len(trajs)
+    scored = [t.reward.total for t in trajs if t.reward.components or t.reward.total]
+    return {
+        "n": n,
+        "labelled": False,
+        "label_acc": None,
+        "verification_acc": None,
+        "joint_acc": None,
+        "evidence_score": None,
+        "format_ok_rate": sum(t.verdict.format_ok for t in trajs) / n if n else None,
+        "answered_rate": sum(t.verdict.answered for t in trajs) / n if n else None,
+        "mean_reward": sum(scored) / len(scored) if scored else None,
+        "errors": sum(t.error is not None for t in trajs),
+        "episode_errors": dict(Counter(episode_error_type(t.error) for t in trajs if t.error is not None)),
+    }
 
 
 def _record_label_confidence(traj: Trajectory, lm: LM) -> None:

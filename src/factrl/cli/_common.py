@@ -91,7 +91,7 @@ CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the c
                           "(the gold evidence is always added); the CPU presets use 6.")
 
 
-AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, and the baselines "
+AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, rar, and the baselines "
               "direct, rag, decompose, react).")
 PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
 MODEL_HELP = ("'smollm2' (embedded), a local path, a hub id, or openai:MODEL for a model behind an "
@@ -100,6 +100,8 @@ BASE_URL_HELP = ("Base URL of the OpenAI-compatible API for --model openai:MODEL
                  "(the key is read from OPENAI_API_KEY).")
 LM_CACHE_HELP = ("For --model openai:MODEL: a sqlite file caching the API's responses, so a re-run "
                  "sends no request (shared safely by concurrent runs).")
+VERIFIER_HELP = ("Binary RAR (--agent rar): the model that verifies responses, extracts and judges atomic "
+                 "claims (default: --model itself); same forms as --model.")
 MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
 
 

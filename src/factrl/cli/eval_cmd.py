@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, MODE_HELP,
-                               MODEL_HELP, PARAM_HELP)
+                               MODEL_HELP, PARAM_HELP, VERIFIER_HELP)
 from factrl.cli.app import app
 
 
@@ -54,6 +54,7 @@ def eval_(
     skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows."),
     force: bool = typer.Option(False, help="Reuse a run directory made with other settings."),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
+    verifier: str = typer.Option(None, "--verifier", help=VERIFIER_HELP),
 ) -> None:
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
     if model == "smollm2":
@@ -79,6 +80,12 @@ def eval_(
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
     scorer = build_scorer(reward, reward_param, make_env)
     lm = load_lm(model, **lm_options(model, base_url, lm_cache))
+    # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
+    judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache))
+    if getattr(scorer, "lm_roles", ()):
+        from factrl.rewards import RewardDeps
+
+        scorer = scorer.configure({}, RewardDeps(retriever=idx, lms={role: judge for role in scorer.lm_roles}))
     info = {
         "dataset": dataset, "data_dir": str(data_dir), "split": split,
         "agent": spec.model_dump(mode="json"), "reward": {"name": scorer.name, "params": reward_param},
@@ -86,6 +93,7 @@ def eval_(
         **({"base_url": base_url} if base_url else {}),
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
         "limit": limit, "context_sentences": context_sentences if idx is not None else None,
+        **({"verifier": verifier} if verifier else {}),
         "skipped_rows": selection.skipped_rows,
     }
     evaluate(
@@ -100,7 +108,20 @@ def eval_(
         force=force,
         reward=scorer,
     )
-    typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html")
+    from factrl.metrics.run_metrics import RUN_METRICS
+
+    extra = ""
+    if spec.name in RUN_METRICS:  # agent-level metrics (Binary RAR's hallucination rates)
+        from factrl.evaluate import first_per_claim, read_trajectories
+
+        trajs, _ = first_per_claim(read_trajectories(out / "trajectories.jsonl"), {c.id for c in claims})
+        try:
+            RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer)
+        except ValueError as exc:  # e.g. a reward with no evidence source for the judge
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        extra = f" and the agent's own metrics in {out}"
+    typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html{extra}")
     _say_averitec(out)
 
 

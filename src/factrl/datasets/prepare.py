@@ -47,10 +47,11 @@ def _usable_claims(data: DataSettings) -> list[Claim]:
     """The dataset's labelled, non-empty claims, in file order."""
     from factrl.datasets.base import DATASETS
 
-    loaded = DATASETS.get(data.dataset)().load(
-        Path(data.data_dir), data.split, on_error="skip" if data.skip_bad_rows else "raise"
-    )
-    usable = [c for c in loaded.claims if c.label is not None and c.text.strip()]
+    loader = DATASETS.get(data.dataset)()
+    loaded = loader.load(Path(data.data_dir), data.split, on_error="skip" if data.skip_bad_rows else "raise")
+    # Prompt sets (Binary RAR) have no labels: a loader says so with ``labelled = False``.
+    needs_label = getattr(loader, "labelled", True)
+    usable = [c for c in loaded.claims if (c.label is not None or not needs_label) and c.text.strip()]
     dropped = len(loaded.claims) - len(usable)
     if loaded.errors or dropped:
         _say(f"data: skipped {len(loaded.errors)} malformed rows, {dropped} unlabelled/empty claims")

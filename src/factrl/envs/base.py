@@ -98,3 +98,5 @@ ENVS.register_lazy("haris_searcher", "factrl.envs.haris.searcher")
 ENVS.register_lazy("haris_single", "factrl.envs.haris.single")
 # ProFact (SPEC §3): questions → isolated search contexts → verdict.
 ENVS.register_lazy("profact", "factrl.envs.profact.env")
+# Binary RAR (001): answer a prompt in one turn, scored by a contradiction verifier.
+ENVS.register_lazy("rar", "factrl.envs.rar")

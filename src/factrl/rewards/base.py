@@ -84,6 +84,9 @@ REWARDS.register_lazy("label_only", "factrl.rewards.label_only")
 REWARDS.register_lazy("haris_high", "factrl.rewards.haris")
 REWARDS.register_lazy("haris_low", "factrl.rewards.haris")
 REWARDS.register_lazy("profact", "factrl.rewards.profact")
+# Binary RAR (001): a contradiction verifier's 0/1, and the 0-10 rating variant.
+REWARDS.register_lazy("rar", "factrl.rewards.rar")
+REWARDS.register_lazy("rar_rating", "factrl.rewards.rar")
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:

@@ -65,6 +65,10 @@ class EnvSettings:
 class RewardSettings:
     name: str | None = None  # a REWARDS name; None: the environment's default reward
     params: dict[str, Any] = field(default_factory=dict)  # e.g. VeriR1RewardConfig fields
+    # The LM a reward calls (Binary RAR's verifier): a model id as for model.id, or
+    # "openai:NAME" with verifier_base_url; None = the policy's model id, loaded frozen.
+    verifier: str | None = None
+    verifier_base_url: str | None = None
 
 
 @dataclass

@@ -29,7 +29,8 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
     role_lms = {role: (lm if path == model else load_lm(path)) for role, path in (lms or {}).items()}
     if role_lms:
         info["lms"] = dict(lms or {})
-    return evaluate(
+    reward = run_reward(cfg, make_env)
+    metrics = evaluate(
         held_out,
         make_env,
         lm,
@@ -41,9 +42,19 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
             batch_size=batch_size,
         ),
         run_info=info,
-        reward=run_reward(cfg, make_env),
+        reward=reward,
         lms=role_lms,
     )
+    from factrl.metrics.run_metrics import RUN_METRICS
+
+    if cfg.env.name in RUN_METRICS:  # the agent's own metrics; the reward's LM judges before and after alike
+        from factrl.evaluate import first_per_claim, read_trajectories
+
+        trajs, _ = first_per_claim(read_trajectories(out_dir / "trajectories.jsonl"), {c.id for c in held_out})
+        judge = getattr(reward, "verifier", None) or lm
+        metrics["agent_metrics"] = RUN_METRICS.get(cfg.env.name)(out_dir, trajs, lms={"policy": lm, "judge": judge},
+                                                                 reward=reward)
+    return metrics
 
 
 def learning_table(run_dir: Path) -> str:
@@ -59,7 +70,20 @@ def learning_table(run_dir: Path) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {k} | {_f(before.get(k))} | {_f(after.get(k))} |" for k in rows]
+    lines.append(f"| mean_reward | {_f(before.get('mean_reward'))} | {_f(after.get('mean_reward'))} |")
+    lines += _hallucination_rows(run_dir)
     return "\n".join(lines) + "\n"
+
+
+def _hallucination_rows(run_dir: Path) -> list[str]:
+    """Binary RAR's rates, when both evaluations wrote them (``--agent rar``)."""
+    paths = [run_dir / d / "hallucination.json" for d in ("eval_before", "eval_after")]
+    if not all(p.is_file() for p in paths):
+        return []
+    before, after = (json.loads(p.read_text()) for p in paths)
+    keys = [("long_form", "hallucination_rate"), ("long_form", "mean_claims"),
+            ("short_form", "hallucination_rate_attempted"), ("short_form", "abstention_rate")]
+    return [f"| {a}.{b} | {_f(before[a].get(b))} | {_f(after[a].get(b))} |" for a, b in keys]
 
 
 def _f(x: Any) -> str:

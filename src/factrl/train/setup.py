@@ -4,12 +4,13 @@ as every other entry point (:func:`factrl.envs.build`, :func:`factrl.rewards.bui
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from factrl.envs import Env, EnvDeps, EnvSpec, deps_from_index, env_factory
-from factrl.rewards import Reward, RewardSpec, build_reward
+from factrl.rewards import Reward, RewardDeps, RewardSpec, build_reward
 from factrl.train.config import GRPORunConfig
 
-__all__ = ["run_deps", "run_env_factory", "run_reward"]
+__all__ = ["load_reward_lm", "run_deps", "run_env_factory", "run_reward"]
 
 
 def run_deps(cfg: GRPORunConfig) -> EnvDeps:
@@ -35,5 +36,27 @@ def run_env_factory(cfg: GRPORunConfig, deps: EnvDeps | None = None) -> Callable
 
 
 def run_reward(cfg: GRPORunConfig, make_env: Callable[[], Env]) -> Reward:
-    """The configured reward, or the agent's default one, with its parameters."""
-    return build_reward(RewardSpec(name=cfg.reward.name or make_env().default_reward, params=dict(cfg.reward.params)))
+    """The configured reward, or the agent's default one, with its parameters; a reward
+    that calls LMs (``lm_roles``, e.g. Binary RAR's verifier) gets ``reward.verifier``
+    (default: a frozen copy of the policy's starting model) in every role."""
+    reward = build_reward(RewardSpec(name=cfg.reward.name or make_env().default_reward,
+                                     params=dict(cfg.reward.params)))
+    roles = tuple(getattr(reward, "lm_roles", ()))
+    if roles:
+        lm = load_reward_lm(cfg.reward.verifier or cfg.model.id, base_url=cfg.reward.verifier_base_url)
+        reward = reward.configure({}, RewardDeps(lms=dict.fromkeys(roles, lm)))
+    return reward
+
+
+def load_reward_lm(model: str, *, base_url: str | None = None) -> Any:
+    """A reward's LM: over HTTP for ``openai:NAME`` (with ``base_url``), else loaded here
+    (on the GPU when there is one) and never trained."""
+    from factrl.lm.loader import load_lm, remote_backend
+
+    if remote_backend(model) is not None:
+        return load_lm(model, **({"base_url": base_url} if base_url else {}))
+    if base_url:
+        raise ValueError(f"reward.verifier_base_url is for an openai:NAME verifier, not {model!r}")
+    import torch
+
+    return load_lm(model, device="cuda" if torch.cuda.is_available() else "cpu")

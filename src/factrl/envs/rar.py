@@ -1,0 +1,95 @@
+"""``rar``: Binary RAR's policy task (001, §4.1): answer a prompt in one turn.
+
+A prompt set (:mod:`factrl.datasets.rar_prompts`) holds long-form prompts ("Tell me a
+bio of ...") and short-form questions; a short-form question gets the paper's
+abstention instruction (answer exactly "I don't know" when unsure). The episode's
+result carries the response (a reasoning model's ``<think>`` block removed) in
+``meta["response"]``, its kind, and for short-form questions whether it abstained and,
+when gold answers are given, whether it was correct (string match, §4.1). Scored by the
+``rar`` reward (a verifier reads evidence, prompt and response).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.spec import EnvDeps
+from factrl.types import Claim, Message, Verdict
+
+__all__ = ["RarEnv", "SHORT_FORM_INSTRUCTION", "response_of"]
+
+SHORT_FORM_INSTRUCTION = ("Answer the question briefly. If you are not sure of the answer, "
+                          'answer exactly "I don\'t know".')
+
+
+def response_of(model_text: str) -> str:
+    """The response a verifier and the metrics read: the model text without a reasoning
+    trace."""
+    from factrl.rewards.rar_verifier import strip_think
+
+    return strip_think(model_text)
+
+
+class RarEnv:
+    """One turn, no retrieval (evidence is the reward's business, not the policy's)."""
+
+    name = "rar"
+    stop: tuple[str, ...] = ()
+    max_turns = 1
+    default_reward = "rar"
+
+    def __init__(self, *, short_form_instruction: str = SHORT_FORM_INSTRUCTION) -> None:
+        self.short_form_instruction = short_form_instruction
+        self._claim: Claim | None = None
+        self._text: str | None = None
+
+    def reset(self, claim: Claim) -> list[Message]:
+        if not claim.text or not claim.text.strip():
+            raise ValueError(f"prompt {claim.id!r} has empty text")
+        self._claim, self._text = claim, ""
+        text = claim.text.strip()
+        if claim.meta.get("kind") == "short" and self.short_form_instruction:
+            text = f"{text}\n\n{self.short_form_instruction}"
+        return [Message(role="user", content=text)]
+
+    def step(self, model_text: str) -> StepResult:
+        if self._text is None:
+            raise RuntimeError("step() before reset()")
+        self._text = model_text
+        return StepResult(observation=None, done=True)
+
+    def result(self) -> EpisodeResult:
+        if self._text is None or self._claim is None:
+            raise RuntimeError("result() before reset()")
+        return EpisodeResult(verdict=self.parse_verdict(self._text), meta=response_meta(self._claim, self._text))
+
+    def parse_verdict(self, model_text: str) -> Verdict:
+        """No label: a response is "answered" when it says anything after its reasoning."""
+        if response_of(model_text):
+            return Verdict(label=None, format_ok=True, answered=True)
+        return Verdict(label=None, format_ok=False, format_errors=["no answer: empty response"], answered=False)
+
+
+def response_meta(claim: Claim, model_text: str) -> dict[str, Any]:
+    """``response``, ``kind`` and, for short-form prompts, ``abstained`` and ``correct``
+    (None without gold answers)."""
+    from factrl.metrics.hallucination import is_abstention, matches_gold
+
+    response = response_of(model_text)
+    kind = claim.meta.get("kind", "long")
+    meta: dict[str, Any] = {"response": response, "kind": kind}
+    if kind == "short":
+        abstained = is_abstention(response)
+        answers = list(claim.meta.get("answers") or [])
+        meta["abstained"] = abstained
+        meta["correct"] = (not abstained and matches_gold(response, answers)) if answers else None
+    return meta
+
+
+@ENVS.register("rar")
+def make_rar(deps: EnvDeps | None = None, **params: Any) -> RarEnv:
+    """Parameters: ``short_form_instruction`` (text added to short-form questions; "" for
+    none). ``deps`` is not used."""
+    del deps
+    return RarEnv(**params)

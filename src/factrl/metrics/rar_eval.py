@@ -1,0 +1,137 @@
+"""Binary RAR's hallucination evaluation over finished ``rar`` episodes (001, §4.1).
+
+- long-form prompts: the response's atomic claims are extracted by an LM, each claim is
+  judged against the top ``k`` chunks of the prompt's documents retrieved for that claim
+  (:mod:`factrl.metrics.atomic_claims`, Figures 11–12), and the hallucination rate is
+  1 − precision (:func:`~factrl.metrics.hallucination.long_form_hallucination`);
+- short-form questions: correct / wrong / abstained by string matching
+  (:func:`~factrl.metrics.hallucination.short_form_hallucination`); wrong among the
+  non-abstained is ``hallucination_rate_attempted``, the abstention rate apart.
+  Questions without gold answers count for the abstention rate only
+  (``short_form_without_answers``).
+
+:func:`write_rar_metrics` writes ``hallucination.json`` (both summaries, the verifier
+reward's mean and its failures) and ``hallucination_per_prompt.jsonl`` (one line per
+prompt: response, reward, claims with their judgements, or the short-form outcome).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from factrl.lm.base import LM, GenerationConfig
+from factrl.metrics.atomic_claims import extract_atomic_claims, judge_claims
+from factrl.metrics.hallucination import (ResponseClaims, ShortFormAnswer, long_form_hallucination,
+                                          short_form_hallucination)
+from factrl.metrics.run_metrics import RUN_METRICS
+from factrl.types import Passage, Trajectory
+
+__all__ = ["rar_hallucination", "write_rar_metrics", "SUMMARY_FILE", "DETAIL_FILE"]
+
+SUMMARY_FILE = "hallucination.json"
+DETAIL_FILE = "hallucination_per_prompt.jsonl"
+
+Retrieve = Callable[[Trajectory, str], Sequence[str | Passage]]
+
+
+def _response(t: Trajectory) -> str:
+    from factrl.envs.rar import response_of
+
+    return str(t.meta.get("response", response_of(t.model_text)))
+
+
+def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retrieve,
+               configs: tuple[GenerationConfig | None, GenerationConfig | None]) -> tuple[list[ResponseClaims], list[dict]]:
+    # A failed episode has no response to judge: it is kept as an extraction failure.
+    ok = [t for t in trajs if t.error is None]
+    extracted = (extract_atomic_claims(lm, [_response(t) for t in ok], [t.claim.text for t in ok], config=configs[0])
+                 if ok else [])
+    flat = [(t, c) for t, e in zip(ok, extracted) for c in e.claims]
+    judged = iter(judge_claims(judge, [c for _, c in flat], [list(retrieve(t, c)) for t, c in flat], config=configs[1])
+                  if flat else [])
+    by_id = {t.claim_id: ResponseClaims(tuple(next(judged) for _ in e.claims), e.error) for t, e in zip(ok, extracted)}
+    responses = [by_id.get(t.claim_id) or ResponseClaims((), f"episode failed: {t.error}") for t in trajs]
+    details = []
+    for t, r in zip(trajs, responses):
+        details.append({"claims": [{"claim": c.claim, "support": c.support.value if c.support else None,
+                                    **({"error": c.error} if c.error else {})} for c in r.claims],
+                        "extraction_error": r.extraction_error})
+    return responses, details
+
+
+def rar_hallucination(
+    trajectories: Sequence[Trajectory], lm: LM, retrieve: Retrieve, *, judge: LM | None = None,
+    extract_config: GenerationConfig | None = None, judge_config: GenerationConfig | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(summary, per_prompt)`` for finished ``rar`` episodes: ``lm`` extracts claims and
+    (unless ``judge`` is given) judges them; ``retrieve(trajectory, claim)`` gives the
+    evidence a claim is judged against. The configs default to
+    :mod:`~factrl.metrics.atomic_claims`' (greedy, room for a reasoning trace)."""
+    trajs = list(trajectories)
+    long_ = [t for t in trajs if t.meta.get("kind", t.claim.meta.get("kind", "long")) != "short"]
+    short = [t for t in trajs if t not in long_]
+    responses, long_details = _long_form(long_, lm, judge or lm, retrieve, (extract_config, judge_config))
+    lf = long_form_hallucination(responses)
+    per_long = {t.claim_id: (d, r) for t, d, r in zip(long_, long_details, lf.per_response)}
+
+    answers, no_gold = [], 0
+    for t in short:
+        if t.error is not None or t.meta.get("correct") is None and not t.meta.get("abstained"):
+            no_gold += 1
+            continue
+        abstained = bool(t.meta.get("abstained"))
+        answers.append(ShortFormAnswer(_response(t), abstained, bool(t.meta.get("correct")) and not abstained))
+    sf = short_form_hallucination(answers)
+    abstained_all = sum(bool(t.meta.get("abstained")) for t in short)
+
+    rewards = [t.reward.total for t in trajs if t.reward.components]
+    failed = sum(t.reward.components.get("verifier_failed", 0.0) for t in trajs)
+    summary: dict[str, Any] = {
+        "n": len(trajs),
+        "n_long": len(long_),
+        "n_short": len(short),
+        "long_form": lf.to_dict(),
+        "short_form": sf.to_dict(),
+        "short_form_without_answers": no_gold,
+        "short_form_abstention_rate_all": abstained_all / len(short) if short else None,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "verifier_failures": int(failed),
+        "episode_errors": sum(t.error is not None for t in trajs),
+    }
+    per_prompt = []
+    for t in trajs:
+        row: dict[str, Any] = {"id": t.claim_id, "kind": "long" if t in long_ else "short", "prompt": t.claim.text,
+                               "response": _response(t), "reward": t.reward.components or None, "error": t.error}
+        if t.claim_id in per_long:
+            d, r = per_long[t.claim_id]
+            row.update(d, precision=r.precision, hallucination_rate=r.hallucination_rate)
+        else:
+            row.update(abstained=t.meta.get("abstained"), correct=t.meta.get("correct"),
+                       answers=t.claim.meta.get("answers", []))
+        per_prompt.append(row)
+    return summary, per_prompt
+
+
+def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms: Mapping[str, LM],
+                      reward: Any) -> dict[str, Any]:
+    """The run-level hook of ``factrl eval --agent rar``: ``lms["judge"]`` (default
+    ``lms["policy"]``) extracts and judges; evidence per claim comes from the reward's
+    evidence source (the prompt's documents, a pools file, or a retriever)."""
+    lm = lms.get("judge") or lms["policy"]
+    retrieve = getattr(reward, "evidence", None)
+    if retrieve is None:
+        raise ValueError(f"reward {getattr(reward, 'name', reward)!r} has no evidence source for the judge; use --reward rar")
+    summary, per_prompt = rar_hallucination(trajectories, lm, retrieve)
+    out_dir = Path(out_dir)
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    with (out_dir / DETAIL_FILE).open("w", encoding="utf-8") as fh:
+        for row in per_prompt:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return summary
+
+
+
+RUN_METRICS.register("rar")(write_rar_metrics)

@@ -1,0 +1,185 @@
+"""Binary RAR's reward (001, §3.3, App. D): r(x, y) = 1 when an LM verifier finds no
+contradiction between the response and evidence retrieved for (prompt, response), else 0.
+
+Evidence: the top ``k`` (8) chunks of the prompt's pre-cached documents, cut into
+``chunk_tokens`` (512) token chunks and searched with BM25 for the prompt and the
+response together (:class:`~factrl.retrieval.pools.EvidencePools`). The documents come
+from, in order: a pools JSONL file (``pools=PATH``), the prompt's own ``documents``
+(:mod:`factrl.datasets.rar_prompts`), or the retriever in :class:`RewardDeps`. A prompt
+with none of these is an error naming it, not an empty evidence list.
+
+The verifier is ``RewardDeps.lms["verifier"]`` (any LM backend; the paper used
+Qwen3-32B), one pass per response with Figure 9's prompt (:mod:`factrl.rewards.rar_verifier`).
+``rar_rating`` is Figure 10's 0–10 variant, scaled to [0, 1].
+
+Failures are counted, never silently scored: an output the parser cannot read is
+``verifier_failed`` = 1 and gets ``on_parse_failure``'s reward — by default the mean of
+the parsed rewards of the same prompt in the batch, so it adds no advantage in its GRPO
+group (no signal, not a penalty and not a gift; the mean is over the episodes scored in
+one batch, so keep ``rollout.batch_size`` a multiple of the group size); ``"zero"`` or
+``"one"`` instead. An
+empty response (``empty_response``) and a failed episode (``episode_error``) score 0
+without a verifier call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from factrl.lm.base import GenerationConfig
+from factrl.rewards.base import REWARDS, RewardDeps
+from factrl.rewards.rar_verifier import VerifierOutput, strip_think, verify, verify_by_choice
+from factrl.types import Passage, RewardBreakdown, Trajectory
+
+__all__ = ["RarReward", "NoEvidenceError", "PARSE_FAILURE_POLICIES"]
+
+PARSE_FAILURE_POLICIES = ("group_mean", "zero", "one")
+
+
+class NoEvidenceError(ValueError):
+    """A prompt has no documents to verify its responses against."""
+
+
+@dataclass
+class _Cache:
+    pools: Any = None  # EvidencePools, built on first use
+
+
+@dataclass(frozen=True)
+class RarReward:
+    rating: bool = False
+    k: int = 8
+    chunk_tokens: int = 512
+    pools: str | None = None
+    on_parse_failure: str = "group_mean"
+    max_new_tokens: int = 1024
+    mode: str = "generate"  # or "choice": score the two answers instead of sampling (binary only)
+    name: str = "rar"
+    verifier: Any = field(default=None, repr=False, compare=False)
+    retriever: Any = field(default=None, repr=False, compare=False)
+    _cache: _Cache = field(default_factory=_Cache, repr=False, compare=False)
+    diagnostics: ClassVar[tuple[str, ...]] = ("verifier_failed", "empty_response", "episode_error")
+    lm_roles: ClassVar[tuple[str, ...]] = ("verifier",)  # LMs a trainer must provide
+
+    def __post_init__(self) -> None:
+        if self.on_parse_failure not in PARSE_FAILURE_POLICIES:
+            raise ValueError(f"on_parse_failure must be one of {PARSE_FAILURE_POLICIES}, got {self.on_parse_failure!r}")
+        if self.mode not in ("generate", "choice") or (self.mode == "choice" and self.rating):
+            raise ValueError(f"mode must be 'generate' or (binary only) 'choice', got {self.mode!r}")
+        if self.k < 1 or self.chunk_tokens < 1:
+            raise ValueError(f"k and chunk_tokens must be >= 1, got {self.k}, {self.chunk_tokens}")
+
+    @property
+    def components(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("rating",) if self.rating else ("no_contradiction",)
+
+    # -- evidence ------------------------------------------------------------------
+
+    def _pools(self) -> Any:
+        if self._cache.pools is None:
+            from factrl.retrieval.pools import EvidencePools
+
+            self._cache.pools = (EvidencePools.load_jsonl(self.pools, chunk_tokens=self.chunk_tokens) if self.pools
+                                 else EvidencePools(chunk_tokens=self.chunk_tokens))
+        return self._cache.pools
+
+    def evidence(self, traj: Trajectory, query: str, k: int | None = None) -> list[Passage]:
+        """The top ``k`` (default ``self.k``) chunks of the prompt's documents for
+        ``query`` (the reward asks with prompt + response; the evaluation with one
+        atomic claim)."""
+        k = self.k if k is None else k
+        pools = self._pools()
+        cid = traj.claim.id
+        if cid not in pools and traj.claim.meta.get("documents"):
+            pools.add(cid, traj.claim.meta["documents"], claim=traj.claim.text)
+        if cid in pools:
+            return [h.passage for h in pools.search(cid, [query], k)[0]]
+        if self.retriever is not None:
+            return [h.passage for h in self.retriever.search([query], k)[0]]
+        where = f"the pools file {self.pools}" if self.pools else "no pools file was given"
+        raise NoEvidenceError(f"prompt {cid!r} has no documents to verify against ({where}, the prompt has no "
+                              "'documents', and the reward has no retriever)")
+
+    # -- scoring -------------------------------------------------------------------
+
+    def verify_trajectories(self, trajectories: Sequence[Trajectory]) -> list[VerifierOutput | None]:
+        """The verifier's reading of each trajectory's response; None where no call was
+        made (a failed episode, an empty response)."""
+        if self.verifier is None:
+            raise RuntimeError(f"reward {self.name!r} needs a verifier LM: build it with "
+                               "RewardDeps(lms={'verifier': lm}) (training: reward.verifier; eval: --verifier)")
+        todo = [(i, t, strip_think(t.model_text)) for i, t in enumerate(trajectories)]
+        todo = [(i, t, r) for i, t, r in todo if t.error is None and r]
+        rows = ([t.claim.text for _, t, _ in todo], [r for _, _, r in todo],
+                [self.evidence(t, f"{t.claim.text}\n{r}") for _, t, r in todo])
+        if not todo:
+            outs = []
+        elif self.mode == "choice":
+            outs = verify_by_choice(self.verifier, *rows)
+        else:
+            outs = verify(self.verifier, *rows, rating=self.rating,
+                          config=GenerationConfig(max_new_tokens=self.max_new_tokens, temperature=0.0))
+        result: list[VerifierOutput | None] = [None] * len(trajectories)
+        for (i, _, _), out in zip(todo, outs):
+            result[i] = out
+        return result
+
+    def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
+        trajs = list(trajectories)
+        outs = self.verify_trajectories(trajs) if trajs else []
+        top = 10.0 if self.rating else 1.0
+        key = self.components[0]
+        values: list[float | None] = []
+        for t, out in zip(trajs, outs):
+            values.append(0.0 if out is None else (out.score / top if out.score is not None else None))
+        by_prompt: dict[str, list[float]] = {}
+        for t, out, v in zip(trajs, outs, values):
+            if out is not None and v is not None:
+                by_prompt.setdefault(t.claim.id, []).append(v)
+        breakdowns = []
+        for t, out, v in zip(trajs, outs, values):
+            failed = out is not None and v is None
+            if failed:
+                v = self._fill(by_prompt.get(t.claim.id, []))
+            assert v is not None
+            comps = {
+                key: v,
+                "verifier_failed": float(failed),
+                "empty_response": float(out is None and t.error is None),
+                "episode_error": float(t.error is not None),
+                "total": v,
+            }
+            breakdowns.append(RewardBreakdown(components=comps, total=v))
+        return breakdowns
+
+    def _fill(self, parsed: list[float]) -> float:
+        if self.on_parse_failure == "one":
+            return 1.0
+        if self.on_parse_failure == "group_mean" and parsed:
+            return sum(parsed) / len(parsed)
+        return 0.0  # "zero", or a group where nothing parsed (any constant adds no advantage)
+
+    def __call__(self, traj: Trajectory) -> RewardBreakdown:
+        return self.score([traj])[0]
+
+    def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> RarReward:
+        """Parameters: ``k``, ``chunk_tokens``, ``pools`` (a pools JSONL path),
+        ``on_parse_failure``, ``max_new_tokens``, ``mode`` (``generate``; ``choice`` scores
+        the two answers instead, for small verifiers); ``deps.lms["verifier"]`` is the verifier,
+        ``deps.retriever`` a fallback evidence source."""
+        extra: dict[str, Any] = {}
+        if deps is not None:
+            if deps.lms.get("verifier") is not None:
+                extra["verifier"] = deps.lms["verifier"]
+            if deps.retriever is not None:
+                extra["retriever"] = deps.retriever
+        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode"}
+        if unknown:
+            raise TypeError(f"unknown parameter(s) {sorted(unknown)}")
+        return replace(self, **dict(params), **extra, _cache=_Cache())
+
+
+REWARDS.register("rar")(RarReward())
+REWARDS.register("rar_rating")(RarReward(rating=True, name="rar_rating"))
