@@ -108,3 +108,38 @@ def test_label_words_sharing_a_first_token_are_refused_in_completion_form(lm):
     assert first == lm.encode(" mostly-false")[0]
     with pytest.raises(LabelScoreError, match="share their first token"):
         LabelScorer(lm, ["mostly-true", "mostly-false"], form="completion")
+
+
+def test_openai_compatible_server_scores_every_row_concurrently(serve):
+    """Chat form through an OpenAI-compatible server's first-position top_logprobs: one
+    request per row, all sent in one batch, rows back in order and summing to 1."""
+    from fastapi import FastAPI, Request
+
+    from factrl.lm.openai_backend import OpenAILM
+
+    app = FastAPI()
+    seen = []
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        seen.append(body)
+        text = body["messages"][-1]["content"]
+        p_true = 0.7 if "Nile" in text else 0.2
+        top = [{"token": "true", "logprob": math.log(p_true), "top_logprobs": []},
+               {"token": " false", "logprob": math.log(0.9 - p_true), "top_logprobs": []}]
+        content = [{"token": "true", "logprob": math.log(p_true), "top_logprobs": top}]
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "true"}, "finish_reason": "length",
+                             "logprobs": {"content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+    lm = OpenAILM("m", base_url=serve(app) + "/v1")
+    scorer = LabelScorer(lm, ["true", "false", "half"], batch_size=16)
+    assert scorer.form == "chat"
+    rows = scorer.probs(ITEMS)
+    assert len(seen) == len(ITEMS) and all(b["max_tokens"] == 1 and b["top_logprobs"] == 20 for b in seen)
+    assert rows[0] == pytest.approx([0.7 / 0.9, 0.2 / 0.9, 0.0])  # "half" outside the top list
+    assert rows[1] == pytest.approx([0.2 / 0.9, 0.7 / 0.9, 0.0])
+    assert all(math.fsum(r) == pytest.approx(1.0) for r in rows)
+    assert lm.score_choices_batch([], ["true"]) == []

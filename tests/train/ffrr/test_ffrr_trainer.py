@@ -33,6 +33,7 @@ def config(setup, name, **sets):
             "retriever.index": str(root / "index"), "retriever.max_seq_length": 64,
             "scorer.model": str(lm), "scorer.max_doc_chars": 200, "ffrr.candidates": 4, "ffrr.top_k": 2,
             "ffrr.max_samples": 3, "ffrr.max_steps": 2, "ffrr.batch_size": 2, "eval.pool_depth": 4,
+            "ffrr.doc_side": "encode",
             "output_dir": str(root / name)}
     return load_ffrr_config("ffrr_cpu", {**base, **sets})
 
@@ -53,6 +54,26 @@ def test_ffrr_document_level_trains_logs_and_saves(setup):
     assert summary["steps"] == 2 and summary["failures"] == {} and summary["lm_rows"] > 0
     # SciFact's CONFLICTING has no label word: counted, not silently trained on
     assert set(summary["skipped_labels"]) <= {"CONFLICTING"}
+
+
+def test_query_side_training_against_the_frozen_index_vectors(setup):
+    """doc_side = "index": candidates keep the index's vectors; evaluation searches that
+    index with the trained encoder's queries (pool_depth 0)."""
+    from factrl.datasets.prepare import prepare_splits
+    from factrl.train.ffrr.evaluate import evaluate_held_out
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    cfg = config(setup, "ffrr_index", **{"ffrr.doc_side": "index", "eval.pool_depth": 0,
+                                          "ffrr.learning_rate": 1e-3})
+    final = train_ffrr(cfg)
+    rows = [json.loads(line) for line in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["loss"] is not None for r in rows)
+    _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))
+    ev = evaluate_held_out(final, cfg, held_out)
+    assert ev["pool_depth"] == 0 and 0 <= ev["dense"]["ndcg@10"] <= 1
+    enc = config(setup, "enc", **{"eval.pool_depth": 0})
+    with pytest.raises(ValueError, match="eval.index"):
+        evaluate_held_out(final, enc, held_out)
 
 
 def test_hybrid_level_alternates_question_and_document_steps(setup):
@@ -120,7 +141,7 @@ def test_cli_trains_evaluates_and_the_model_reindexes(setup):
     sets = ["data.dataset=scifact", f"data.data_dir={FIXTURE}", "data.held_out_fraction=0.3",
             f"retriever.index={root / 'index'}", "retriever.max_seq_length=64", f"scorer.model={lm}",
             "scorer.max_doc_chars=200", "ffrr.candidates=4", "ffrr.top_k=2", "ffrr.max_samples=3",
-            "ffrr.max_steps=1", "ffrr.batch_size=2", "eval.pool_depth=4"]
+            "ffrr.max_steps=1", "ffrr.batch_size=2", "eval.pool_depth=4", "ffrr.doc_side=encode"]
     args = ["train", "ffrr", "--config", "ffrr_cpu", "--out", str(out)]
     for s in sets:
         args += ["--set", s]

@@ -62,13 +62,21 @@ class FFRRSettings:
     max_steps: int | None = None  # optimiser updates; None: epochs over the training claims
     max_minutes: float | None = None  # stop (and save) after this much training time
     doc_grad: bool = True  # gradient through the document side too (policy module doc)
+    # "encode": candidates re-encoded by the current weights each step (the paper);
+    # "index": the frozen index's document vectors, only the query side is trained (then
+    # the trained model encodes queries for that same index; no re-index)
+    doc_side: str = "encode"
     seed: int = 0
 
 
 @dataclass
 class EvalSettings:
     held_out: bool = True  # evaluate the held-out claims after training
-    pool_depth: int = 30  # rerank the frozen hybrid's top N (no corpus re-encode; 0: full search)
+    pool_depth: int = 30  # rerank the frozen index's top N with the trained encoder (no corpus re-encode)
+    # pool_depth = 0: search a whole index with the trained encoder's queries: eval.index
+    # (built with `factrl index build --model OUT/final`), or the frozen index itself when
+    # ffrr.doc_side = "index" (its document vectors are the ones trained against)
+    index: str | None = None
     ks: list[int] = field(default_factory=lambda: [10])
 
 
@@ -102,6 +110,8 @@ class FFRRRunConfig:
             raise ValueError("ffrr.batch_size, ffrr.learning_rate and ffrr.tau must be positive")
         if not 0 <= f.warmup_ratio < 1:
             raise ValueError(f"ffrr.warmup_ratio must be in [0, 1), got {f.warmup_ratio}")
+        if f.doc_side not in ("encode", "index"):
+            raise ValueError(f"ffrr.doc_side must be 'encode' or 'index', got {f.doc_side!r}")
         if self.scorer.label_field not in ("label", "grade"):
             raise ValueError(f"scorer.label_field must be 'label' or 'grade', got {self.scorer.label_field!r}")
         if len(self.scorer.label_words) < 2:

@@ -24,12 +24,28 @@ __all__ = ["Candidates", "ClaimOutcome", "ScoreCache", "doc_level", "question_le
 
 
 class Candidates:
-    """Top-``k`` passages per query from a frozen retriever (``search(queries, k)``), cached."""
+    """Top-``k`` passages per query from a frozen retriever (``search(queries, k)``), cached.
 
-    def __init__(self, retriever: Any, k: int) -> None:
+    With ``vectors`` (the frozen index's document vectors, rows in passage order, and
+    ``rows`` mapping passage id → row), :meth:`log_probs` scores candidates against those
+    fixed vectors and trains the query side only; without, candidates are re-encoded by
+    the policy at every call."""
+
+    def __init__(self, retriever: Any, k: int, *, vectors: Any = None, rows: dict[str, int] | None = None) -> None:
         self.retriever = retriever
         self.k = int(k)
+        self.vectors, self.rows = vectors, rows
         self._cache: dict[str, list[Passage]] = {}
+
+    def log_probs(self, policy: DualEncoderPolicy, query: str, docs: Sequence[Passage], *, doc_grad: bool) -> Any:
+        """log π_θ(d|q) over ``docs``."""
+        if self.vectors is None:
+            return policy.candidate_log_probs(query, [passage_text(p) for p in docs], doc_grad=doc_grad)
+        import torch
+
+        assert self.rows is not None
+        d = torch.from_numpy(self.vectors[[self.rows[p.id] for p in docs]])
+        return policy.log_probs(policy.embed([query])[0], d)
 
     def get(self, queries: Sequence[str]) -> list[list[Passage]]:
         todo = list(dict.fromkeys(q for q in queries if q not in self._cache))
@@ -80,7 +96,7 @@ def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, 
     """§4.1: ε-greedy document sampling for ``query`` until the stopping rule; each sampled
     document's reward is its gold-label probability, plus r_g for the first k = min(K, κ)."""
     (docs,) = cands.get([query])
-    lp = policy.candidate_log_probs(query, [passage_text(p) for p in docs], doc_grad=doc_grad)
+    lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
     probs = lp.detach().exp().tolist()
     ep = run_doc_episode(probs, gold, rng, lambda i: scores.one(claim, [docs[i]]),
                          lambda idx: scores.one(claim, [docs[i] for i in idx]),
@@ -103,7 +119,7 @@ def question_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCa
     cand_lists = cands.get(list(questions))
     lps, tops = [], []
     for q, docs in zip(questions, cand_lists):
-        lp = policy.candidate_log_probs(q, [passage_text(p) for p in docs], doc_grad=doc_grad)
+        lp = cands.log_probs(policy, q, docs, doc_grad=doc_grad)
         lps.append(lp)
         tops.append(int(lp.detach().argmax()))
     dists = scores.probs(claim, [[docs[t]] for docs, t in zip(cand_lists, tops)])
@@ -124,7 +140,7 @@ def replug_term(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache
     """REPLUG (LM-supervised retrieval): KL between π_θ over its top ``n_docs`` of D′ and
     the LM's softmax(score(gold | claim, d) / β) over the same documents."""
     (docs,) = cands.get([query])
-    lp = policy.candidate_log_probs(query, [passage_text(p) for p in docs], doc_grad=doc_grad)
+    lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
     top = lp.detach().argsort(descending=True)[: min(n_docs, len(docs))].tolist()
     dists = scores.probs(claim, [[docs[i]] for i in top])
     lm = [d[gold] for d in dists]

@@ -6,12 +6,14 @@ for hybrid fusion with the index's BM25. Labels: the LM's argmax label given the
 documents (level ``d``) or the top-1 documents of the K questions whose top-1 document
 has the highest retrieval probability (levels ``q``, ``d+q``, §4.3), as macro P/R/F1.
 
+``pool_depth = 0`` encodes the queries with the trained encoder and searches an index's
+own document vectors: ``eval.index`` (re-built with the trained encoder) or, after
+query-side training (``ffrr.doc_side = "index"``), the frozen index trained against.
 ``pool_depth > 0`` re-ranks each claim's top ``pool_depth`` passages of the frozen index
 with the encoder instead of searching a re-encoded corpus (re-encoding 5,183 SciFact
 abstracts takes minutes per encoder on a small CPU); BM25 keeps its own full ranking in
 the fusion. Every encoder is scored on the same pools, so the comparison is like for
-like, and ``pool_depth = 0`` searches the given index itself (one built with
-``factrl index build --model OUT/final``).
+like.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ class PoolReranker:
         self._vec: dict[str, np.ndarray] = {}
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        if self.depth <= 0:
+        if self.depth <= 0:  # the index's own document vectors, the encoder's queries
             backend = self.index.backend
-            return getattr(backend, "dense", backend).search(list(queries), k)
+            return getattr(backend, "dense", backend).search_vectors(self.encoder.encode(list(queries)), k)
         pools = self.index.search(list(queries), self.depth)
         new = list({h.passage.id: h.passage for hits in pools for h in hits if h.passage.id not in self._vec}.values())
         if new:
@@ -93,7 +95,12 @@ def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], 
     from factrl.train.ffrr.trainer import gold_index, load_scorer
 
     f, e = cfg.ffrr, cfg.eval
-    index = index or load_index(cfg.retriever.index)
+    if index is None:
+        if e.pool_depth <= 0 and e.index is None and f.doc_side == "encode" and f.method != "frozen":
+            raise ValueError("eval.pool_depth = 0 searches a whole index: build one with the trained encoder "
+                             f"(factrl index build --model {model_dir} ...) and pass it as eval.index, "
+                             "or re-rank the frozen index's pools (eval.pool_depth > 0)")
+        index = load_index(e.index or cfg.retriever.index)
     encoder = TextEncoder(str(model_dir), precision="fp32", max_seq_length=cfg.retriever.max_seq_length)
     reranker = PoolReranker(encoder, index, e.pool_depth)
     texts = [c.text for c in claims]

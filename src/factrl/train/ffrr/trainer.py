@@ -69,6 +69,18 @@ def _frozen_retriever(index: Any) -> Any:
     return getattr(backend, "dense", backend) if backend.name in ("dense", "hybrid") else None
 
 
+def index_vectors(index: Any) -> Any:
+    """The frozen index's document vectors (float32, rows in passage order)."""
+    import numpy as np
+
+    sub = index.directory / index.manifest.retriever
+    path = sub / "dense" / "embeddings.npy" if index.manifest.retriever == "hybrid" else sub / "embeddings.npy"
+    vectors = np.load(path, allow_pickle=False)
+    if len(vectors) != len(index.passages):
+        raise ValueError(f"{path} has {len(vectors)} rows for {len(index.passages)} passages")
+    return vectors
+
+
 def train_ffrr(cfg: FFRRRunConfig) -> Path:
     """Train (or, for ``method = "frozen"``, just save) the encoder; returns ``OUT/final``."""
     import torch
@@ -99,7 +111,12 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
         return final
 
     scorer = load_scorer(cfg)
-    scores, cands = ScoreCache(scorer), Candidates(frozen, f.candidates)
+    if f.doc_side == "index":
+        rows = {p.id: i for i, p in enumerate(index.passages)}
+        cands = Candidates(frozen, f.candidates, vectors=index_vectors(index), rows=rows)
+    else:
+        cands = Candidates(frozen, f.candidates)
+    scores = ScoreCache(scorer)
     skipped = Counter()
     usable = []
     for c in train:
