@@ -48,13 +48,24 @@ def run(args: argparse.Namespace) -> None:
         shutil.copy(split / name, out / name)
     _, held_out = prepare_splits(cfg.data, out)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    final = train_ffrr(cfg)
-    train_wall, train_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    if args.eval_only:  # evaluate the final/ of an earlier run of this method
+        final = out / "final"
+        timing_file = work / f"{args.method}.train.json"
+        if timing_file.is_file():
+            timing = json.loads(timing_file.read_text())
+            train_wall, train_cpu = timing["train_wall_s"], timing["train_cpu_s"]
+        else:  # only the trainer's own wall time is known
+            train_wall, train_cpu = json.loads((out / "summary.json").read_text()).get("train_seconds", 0.0), None
+    else:
+        final = train_ffrr(cfg)
+        train_wall, train_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        (work / f"{args.method}.train.json").write_text(json.dumps(
+            {"train_wall_s": round(train_wall, 1), "train_cpu_s": round(train_cpu, 1)}) + "\n")
     wall1, cpu1 = time.perf_counter(), time.process_time()
     ev = evaluate_held_out(final, cfg, held_out)
     summary = json.loads((out / "summary.json").read_text())
     result = {"method": args.method, "minutes_budget": args.minutes, "train_wall_s": round(train_wall, 1),
-              "train_cpu_s": round(train_cpu, 1), "eval_wall_s": round(time.perf_counter() - wall1, 1),
+              "train_cpu_s": None if train_cpu is None else round(train_cpu, 1), "eval_wall_s": round(time.perf_counter() - wall1, 1),
               "eval_cpu_s": round(time.process_time() - cpu1, 1), "summary": summary, "eval": ev,
               "machine": f"{platform.processor() or platform.machine()}, torch threads {args.threads}",
               "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -72,7 +83,8 @@ def report(work: Path) -> None:
         d, h, lab = e["dense"], e.get("hybrid", {}), e["labels"]
         steps = s.get("steps", 0)
         per = f"{s['seconds_per_step']:.1f}" if steps else "—"
-        print(f"| {r['method']} | {steps} | {per} | {r['train_wall_s']:.0f} / {r['train_cpu_s']:.0f} "
+        cpu = "—" if r["train_cpu_s"] is None else f"{r['train_cpu_s']:.0f}"
+        print(f"| {r['method']} | {steps} | {per} | {r['train_wall_s']:.0f} / {cpu} "
               f"| {d['ndcg@10']:.4f} | {d['recall@10']:.4f} | {h.get('ndcg@10', float('nan')):.4f} "
               f"| {h.get('recall@10', float('nan')):.4f} | {lab['macro_f1']:.4f} | {lab['accuracy']:.4f} "
               f"| {lab['predicted']} |")
@@ -92,6 +104,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--eval-only", action="store_true", help="evaluate WORK/METHOD/final without training")
     args = ap.parse_args()
     if args.report:
         report(Path(args.work_dir))
