@@ -77,7 +77,7 @@ class EvalSettings:
     # (built with `factrl index build --model OUT/final`), or the frozen index itself when
     # ffrr.doc_side = "index" (its document vectors are the ones trained against)
     index: str | None = None
-    label_limit: int | None = None  # label metrics on the first N held-out claims only (LM time)
+    label_limit: int | None = None  # label metrics on N evenly spaced held-out claims only (LM time)
     ks: list[int] = field(default_factory=lambda: [10])
 
 

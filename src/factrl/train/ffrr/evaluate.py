@@ -115,8 +115,10 @@ def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], 
         result["hybrid"] = _ranking_metrics([doc_ranking(h) for h in fused], claims, e.ks)
     scorer = scorer or load_scorer(cfg)
     scored = [(c, g, hits) for c, hits in zip(claims, dense) if (g := gold_index(c, cfg)) is not None]
-    if e.label_limit is not None:
-        scored = scored[: e.label_limit]
+    if e.label_limit is not None and len(scored) > e.label_limit > 0:
+        # evenly spaced, not the first N: a stratified split lists the claims label by label
+        step = len(scored) / e.label_limit
+        scored = [scored[int(i * step)] for i in range(e.label_limit)]
     if f.level == "d" or not questions:
         docs = [[h.passage for h in hits[: f.top_k]] for _, _, hits in scored]
     else:
