@@ -71,6 +71,8 @@ def test_query_side_training_against_the_frozen_index_vectors(setup):
     _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))
     ev = evaluate_held_out(final, cfg, held_out)
     assert ev["pool_depth"] == 0 and 0 <= ev["dense"]["ndcg@10"] <= 1
+    cfg.eval.label_limit = 2
+    assert evaluate_held_out(final, cfg, held_out)["labels"]["n"] == 2
     enc = config(setup, "enc", **{"eval.pool_depth": 0})
     with pytest.raises(ValueError, match="eval.index"):
         evaluate_held_out(final, enc, held_out)
