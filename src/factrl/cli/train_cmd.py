@@ -1,4 +1,4 @@
-"""``factrl train grpo|presets``: GRPO on TRL with multi-turn factrl environments."""
+"""``factrl train grpo|presets|ffrr|...``: GRPO on TRL with multi-turn factrl environments; FFRR retriever training."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ def presets() -> None:
         cfg = load_run_config(name)
         tag = " [scaled down for CPU]" if cfg.preset.scaled_down else ""
         typer.echo(f"{name:24s} {cfg.preset.paper}{tag}")
+    from factrl.train.ffrr.config import list_ffrr_presets, load_ffrr_config
+
+    for name in list_ffrr_presets():  # factrl train ffrr --config NAME
+        cfg = load_ffrr_config(name)
+        tag = " [scaled down for CPU]" if cfg.preset.scaled_down else ""
+        typer.echo(f"{name:24s} {cfg.preset.paper}{tag} (train ffrr)")
 
 
 @train_app.command("grpo")
@@ -205,3 +211,52 @@ def haris(
         table = learning_table(run_dir)
         (run_dir / "learning.md").write_text(table)
         typer.echo(table)
+
+
+@train_app.command("ffrr")
+def ffrr(
+    config: str = typer.Option(..., "--config", help="A TOML file or an FFRR preset (ffrr, ffrr_cpu)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a setting: --set ffrr.method=replug (repeatable)."),
+    out: Path = typer.Option(None, "--out", help="Output directory (default: the config's output_dir)."),
+    eval_held_out: bool = typer.Option(
+        True, "--eval-held-out/--no-eval-held-out", help="Evaluate the held-out claims after training."),
+) -> None:
+    """Train the dense retriever from the LM's label scores (FFRR; REPLUG and frozen for
+    comparison); writes metrics.jsonl, final/ (a sentence-transformers model) and eval.json."""
+    import json
+
+    from factrl.train.ffrr.config import load_ffrr_config
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    overrides = _parse_sets(set_)
+    if out is not None:
+        overrides["output_dir"] = str(out)
+    try:
+        cfg = load_ffrr_config(config, overrides)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    try:
+        final = train_ffrr(cfg)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"saved {final} (re-index with: factrl index build --model {final} ...)")
+    if eval_held_out and cfg.eval.held_out:
+        from factrl.datasets.prepare import prepare_splits
+        from factrl.train.ffrr.evaluate import evaluate_held_out
+
+        _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))
+        result = evaluate_held_out(final, cfg, held_out, questions=_held_out_questions(cfg, held_out))
+        (Path(cfg.output_dir) / "eval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        typer.echo(json.dumps(result, indent=2))
+
+
+def _held_out_questions(cfg, held_out):  # noqa: ANN001, ANN202 - CLI glue
+    if cfg.ffrr.level == "d":
+        return None
+    from factrl.lm.loader import load_lm
+    from factrl.train.ffrr.questions import decompose_claims
+
+    lm = load_lm(cfg.questions_lm or cfg.scorer.model)
+    return decompose_claims(held_out, lm, cache=Path(cfg.output_dir) / "questions_held_out.jsonl",
+                            max_questions=cfg.ffrr.max_questions).questions

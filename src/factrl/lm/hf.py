@@ -344,6 +344,35 @@ class HFLM(TokenTextMixin):
             self.model.train(was_training)
         return out
 
+    def next_token_logprobs(self, prompts: Sequence[Sequence[int]], token_ids: Sequence[int]) -> list[list[float]]:
+        """Log-probability of each of ``token_ids`` as the next token after each prompt
+        (full-vocabulary softmax at temperature 1): one forward pass per prompt, batched
+        ``max_batch_size`` rows at a time. Row ``i`` holds prompt ``i``'s logprobs of
+        ``token_ids`` in order (label scoring reads a few label tokens this way)."""
+        ps = self._check_prompts(prompts, "prompt")
+        wanted = [int(t) for t in token_ids]
+        bad = [t for t in wanted if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})")
+        out: list[list[float]] = [[] for _ in ps]
+        order = sorted(range(len(ps)), key=lambda i: len(ps[i]))
+        index = torch.tensor(wanted, dtype=torch.long)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for chunk in _chunks(order, self.max_batch_size):
+                    ids, attn = self._left_pad([ps[i] for i in chunk])
+                    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+                    logits = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
+                                        use_cache=False, logits_to_keep=1).logits[:, -1, :].float()
+                    lp = torch.log_softmax(logits, dim=-1)[:, index.to(logits.device)].cpu()
+                    for b, i in enumerate(chunk):
+                        out[i] = lp[b].tolist()
+        finally:
+            self.model.train(was_training)
+        return out
+
     def _score_chunks(self, order: list[int], cs: list[list[int]]) -> Iterator[list[int]]:
         """Group rows so a chunk's kept logits (rows x longest continuation x vocab) stay in budget."""
         chunk: list[int] = []

@@ -245,25 +245,39 @@ class OpenAILM:
         top logprobs."""
         if isinstance(choices, (str, bytes)):
             raise TypeError("choices must be a list of strings, not one string")
-        if not choices:
-            return []
+        return self.score_choices_batch([conversation], choices)[0]
+
+    def score_choices_batch(self, conversations: Sequence[Sequence[Message]],
+                            choices: Sequence[str]) -> list[list[float]]:
+        """:meth:`score_choices` for many conversations at once: one request each, sent
+        concurrently (at most ``max_concurrency`` in flight); a request that still fails
+        after its retries raises (the first such error)."""
+        if isinstance(choices, (str, bytes)):
+            raise TypeError("choices must be a list of strings, not one string")
+        if not choices or not conversations:
+            return [[] for _ in conversations]
         if not self.logprobs or not self.top_logprobs:
             raise NotImplementedError(f"{self.name}: score_choices needs logprobs=True and top_logprobs > 0")
-        messages = chat_codec.as_chat(conversation)
-        body = self._body(messages, GenerationConfig(max_new_tokens=1, temperature=0.0, seed=0), False, 0)
-        body["top_logprobs"] = self.top_logprobs
-        (result,) = self._loop.run(self._gather([body]))
-        if isinstance(result, BaseException):
-            raise result
-        top = result.get("top_logprobs")
-        if not top:
-            raise NotImplementedError(f"{self.name}: the server returned no top_logprobs, so choices cannot be scored")
-        scores = []
-        for choice in choices:
-            c = choice.lstrip()
-            mass = [lp for tok, lp in top if (t := tok.lstrip()) and (c.startswith(t) or t.startswith(c))]
-            scores.append(math.log(sum(math.exp(lp) for lp in mass)) if mass else -math.inf)
-        return scores
+        bodies = []
+        for conversation in conversations:
+            body = self._body(chat_codec.as_chat(conversation),
+                              GenerationConfig(max_new_tokens=1, temperature=0.0, seed=0), False, 0)
+            body["top_logprobs"] = self.top_logprobs
+            bodies.append(body)
+        out = []
+        for result in self._loop.run(self._gather(bodies)):
+            if isinstance(result, BaseException):
+                raise result
+            top = result.get("top_logprobs")
+            if not top:
+                raise NotImplementedError(f"{self.name}: the server returned no top_logprobs, so choices cannot be scored")
+            scores = []
+            for choice in choices:
+                c = choice.lstrip()
+                mass = [lp for tok, lp in top if (t := tok.lstrip()) and (c.startswith(t) or t.startswith(c))]
+                scores.append(math.log(sum(math.exp(lp) for lp in mass)) if mass else -math.inf)
+            out.append(scores)
+        return out
 
     # -- internals ----------------------------------------------------------------------
 

@@ -1,0 +1,151 @@
+"""The LM label scorer: how probable each label is, given a claim and some documents.
+
+FFRR (§4.1, App. A Table 4) reads a black-box LM's next-token distribution after
+
+    The following evidence is given: DOC DOC .... Among LABEL, LABEL, ..., the claim
+    "CLAIM" is classified as:
+
+and keeps the probabilities of the label words, renormalised over the label set. One
+function serves FFRR's document-level, question-level and final rewards, REPLUG's LM
+supervision and inference (label = argmax), and confidence read-outs elsewhere.
+
+Two forms of the same prompt:
+
+* ``"completion"`` — the text itself, no chat template, the label word read as the next
+  token with a leading space (``" true"``); the paper's form (text-davinci-003 is a
+  completion model). Needs a backend with a tokenizer and ``next_token_logprobs`` (the
+  transformers backend), where every label word's first token must differ.
+* ``"chat"`` — the text as the user turn, the label word as the start of the assistant
+  reply, through the text-level ``score_choices`` seam (an OpenAI-compatible server's
+  first-position ``top_logprobs``; the transformers backend's summed label logprobs).
+  Backends with ``score_choices_batch`` get all rows in one call (concurrent requests).
+
+``"auto"`` picks completion where the backend can, chat otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from factrl.lm.text import choice_probs
+from factrl.types import Message
+
+__all__ = ["FFRR_TEMPLATE", "LabelScoreError", "LabelScorer"]
+
+FFRR_TEMPLATE = 'The following evidence is given: {evidence}. Among {label_set}, the claim "{claim}" is classified as:'
+NO_EVIDENCE = "(none)"
+
+Form = Literal["auto", "completion", "chat"]
+
+
+class LabelScoreError(ValueError):
+    """The scorer cannot be set up or an input cannot be scored (empty claim, label words
+    sharing a first token, a backend giving no finite score to any label)."""
+
+
+@dataclass
+class ScoreItem:
+    """One row to score: a claim and the documents shown with it (in order)."""
+
+    claim: str
+    documents: Sequence[str]
+
+
+class LabelScorer:
+    """``probs(items)`` → one distribution over ``label_words`` per item (rows sum to 1).
+
+    ``label_words`` are the words the LM is asked to choose among, in the order of the
+    returned probabilities (e.g. ``["true", "half", "false"]`` for RAWFC).
+    ``max_doc_chars`` cuts each document (a character budget keeps prompts within the
+    LM's context and CPU time bounded); ``batch_size`` rows go to the LM per call.
+    """
+
+    def __init__(self, lm: Any, label_words: Sequence[str], *, form: Form = "auto",
+                 template: str = FFRR_TEMPLATE, max_doc_chars: int | None = 1500, batch_size: int = 8) -> None:
+        words = [str(w).strip() for w in label_words]
+        if len(words) < 2:
+            raise LabelScoreError(f"need at least two label words, got {words}")
+        if any(not w for w in words) or len({w.lower() for w in words}) != len(words):
+            raise LabelScoreError(f"label words must be non-empty and distinct, got {words}")
+        if batch_size < 1:
+            raise LabelScoreError(f"batch_size must be >= 1, got {batch_size}")
+        for key in ("{evidence}", "{label_set}", "{claim}"):
+            if key not in template:
+                raise LabelScoreError(f"the template must contain {key}")
+        if form == "auto":
+            form = "completion" if hasattr(lm, "next_token_logprobs") and hasattr(lm, "encode") else "chat"
+        if form not in ("completion", "chat"):
+            raise LabelScoreError(f"form must be 'auto', 'completion' or 'chat', got {form!r}")
+        if form == "completion" and not hasattr(lm, "next_token_logprobs"):
+            raise LabelScoreError(f"{getattr(lm, 'name', lm)!r} cannot read next-token logprobs; use form='chat'")
+        self.lm = lm
+        self.label_words = words
+        self.form = form
+        self.template = template
+        self.max_doc_chars = max_doc_chars
+        self.batch_size = int(batch_size)
+        self._label_tokens = self._first_tokens() if form == "completion" else None
+
+    def _first_tokens(self) -> list[int]:
+        firsts = []
+        for word in self.label_words:
+            ids = self.lm.encode(" " + word)
+            if not ids:
+                raise LabelScoreError(f"label word {word!r} encodes to no tokens")
+            firsts.append(int(ids[0]))
+        if len(set(firsts)) != len(firsts):
+            clash = [w for w, t in zip(self.label_words, firsts) if firsts.count(t) > 1]
+            raise LabelScoreError(f"label words {clash} share their first token, so the next-token "
+                                  "distribution cannot tell them apart; choose other words")
+        return firsts
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    def prompt_text(self, claim: str, documents: Sequence[str]) -> str:
+        """The paper's prompt for one claim and its documents."""
+        if isinstance(documents, str):
+            raise TypeError("documents must be a list of texts, not one string")
+        claim = " ".join(str(claim).split())
+        if not claim:
+            raise LabelScoreError("cannot score an empty claim")
+        docs = [" ".join(str(d).split()) for d in documents]
+        if self.max_doc_chars is not None:
+            docs = [d[: self.max_doc_chars] for d in docs]
+        evidence = " ".join(d for d in docs if d) or NO_EVIDENCE
+        return self.template.format(evidence=evidence, label_set=", ".join(self.label_words), claim=claim)
+
+    # -- scoring ---------------------------------------------------------------------------
+
+    def probs(self, items: Sequence[ScoreItem | tuple[str, Sequence[str]]]) -> list[list[float]]:
+        """One probability list per item, over ``label_words`` in order; each sums to 1.
+        Raises :class:`LabelScoreError` for an empty claim or when the LM gives no label a
+        finite score; a backend's own errors (a failing server) propagate."""
+        rows = [it if isinstance(it, ScoreItem) else ScoreItem(it[0], it[1]) for it in items]
+        texts = [self.prompt_text(r.claim, r.documents) for r in rows]
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            out.extend(self._logprob_rows(texts[start : start + self.batch_size]))
+        result = []
+        for text, lps in zip(texts, out):
+            if not any(math.isfinite(x) for x in lps):
+                raise LabelScoreError(f"{getattr(self.lm, 'name', 'the LM')} gave no label a finite score "
+                                      f"for the prompt {text[:120]!r}...")
+            result.append(choice_probs([x if not math.isnan(x) else -math.inf for x in lps]))
+        return result
+
+    def predict(self, items: Sequence[ScoreItem | tuple[str, Sequence[str]]]) -> list[int]:
+        """Index of the most probable label word per item (FFRR's inference)."""
+        return [max(range(len(p)), key=p.__getitem__) for p in self.probs(items)]
+
+    def _logprob_rows(self, texts: list[str]) -> list[list[float]]:
+        if self.form == "completion":
+            prompts = [self.lm.encode(t) for t in texts]
+            return self.lm.next_token_logprobs(prompts, self._label_tokens)
+        conversations = [[Message(role="user", content=t)] for t in texts]
+        batch = getattr(self.lm, "score_choices_batch", None)
+        if batch is not None:
+            return [list(r) for r in batch(conversations, self.label_words)]
+        return [list(self.lm.score_choices(conv, self.label_words)) for conv in conversations]

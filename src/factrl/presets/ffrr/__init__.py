@@ -1,0 +1,1 @@
+"""FFRR presets (``factrl train ffrr --config NAME``), kept apart from the GRPO presets."""

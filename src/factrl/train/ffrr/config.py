@@ -1,0 +1,148 @@
+"""FFRR run configuration: one TOML file or a bundled preset (``factrl.presets.ffrr``)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from factrl.datasets.prepare import DataSettings
+from factrl.train.config import PresetInfo, _build
+
+__all__ = ["FFRRRunConfig", "FFRRSettings", "METHODS", "LEVELS", "RetrieverSettings", "ScorerSettings",
+           "list_ffrr_presets", "load_ffrr_config"]
+
+METHODS = ("ffrr", "replug", "frozen")
+LEVELS = ("d", "q", "d+q")
+
+
+@dataclass
+class RetrieverSettings:
+    index: str = "runs/scifact-dense"  # a frozen dense or hybrid index: D′ per query and the passages
+    model: str | None = None  # the encoder to train; None: the index's own model
+    max_seq_length: int | None = None  # encoder input cut (None: the model's own)
+
+
+@dataclass
+class ScorerSettings:
+    model: str = "smollm2"  # the LM: 'smollm2', a local path, a hub id or 'openai:MODEL'
+    base_url: str | None = None  # OpenAI-compatible server (with openai:MODEL)
+    form: str = "auto"  # completion | chat | auto (label_scores module doc)
+    # gold label → the word the LM chooses; the order is the label set's order in the prompt
+    label_words: dict[str, str] = field(default_factory=lambda: {
+        "SUPPORT": "true", "REFUTE": "false", "NOT ENOUGH INFO": "unproven"})
+    label_field: str = "label"  # "label" (normalised) or "grade" (news_graded's meta["grade"])
+    max_doc_chars: int = 1500
+    batch_size: int = 8
+
+
+@dataclass
+class FFRRSettings:
+    method: str = "ffrr"  # ffrr | replug | frozen (no update: the comparison baseline)
+    level: str = "d"  # d (document-level, §4.1) | q (question-level, §4.2) | d+q (hybrid, §4.3)
+    candidates: int = 20  # |D′|: top candidates per query from the frozen index
+    epsilon: float = 0.1  # ε-greedy over documents
+    top_k: int = 3  # K: exploit from the top K; K documents at inference
+    tau: float = 1.0  # π_θ temperature
+    max_samples: int = 20  # documents sampled per document-level episode at most (κ ≤ this)
+    question_epsilon: float = 0.1  # ε-greedy over questions (the second controller)
+    questions_k: int = 3  # questions picked per question-level episode; top-1 of K at inference
+    max_questions: int = 5
+    doc_steps_per_question_step: int = 1  # hybrid: document-level steps after each question-level one
+    final_reward: bool = True  # add r_g to the reward of the documents used for the final prediction
+    baseline: str = "none"  # none (the paper) | mean (subtract the claim's mean reward)
+    replug_docs: int = 20  # REPLUG: top documents in the KL
+    replug_beta: float = 1.0  # REPLUG: LM-score temperature
+    learning_rate: float = 1e-5
+    batch_size: int = 4  # claims per optimiser update
+    warmup_ratio: float = 0.1
+    epochs: float = 1.0
+    max_steps: int | None = None  # optimiser updates; None: epochs over the training claims
+    max_minutes: float | None = None  # stop (and save) after this much training time
+    doc_grad: bool = True  # gradient through the document side too (policy module doc)
+    # "encode": candidates re-encoded by the current weights each step (the paper);
+    # "index": the frozen index's document vectors, only the query side is trained (then
+    # the trained model encodes queries for that same index; no re-index)
+    doc_side: str = "encode"
+    seed: int = 0
+
+
+@dataclass
+class EvalSettings:
+    held_out: bool = True  # evaluate the held-out claims after training
+    pool_depth: int = 30  # rerank the frozen index's top N with the trained encoder (no corpus re-encode)
+    # pool_depth = 0: search a whole index with the trained encoder's queries: eval.index
+    # (built with `factrl index build --model OUT/final`), or the frozen index itself when
+    # ffrr.doc_side = "index" (its document vectors are the ones trained against)
+    index: str | None = None
+    label_limit: int | None = None  # label metrics on N evenly spaced held-out claims only (LM time)
+    ks: list[int] = field(default_factory=lambda: [10])
+
+
+@dataclass
+class FFRRRunConfig:
+    preset: PresetInfo = field(default_factory=PresetInfo)
+    data: DataSettings = field(default_factory=DataSettings)
+    retriever: RetrieverSettings = field(default_factory=RetrieverSettings)
+    scorer: ScorerSettings = field(default_factory=ScorerSettings)
+    questions_lm: str | None = None  # LM that decomposes claims (None: the scorer's)
+    ffrr: FFRRSettings = field(default_factory=FFRRSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    output_dir: str = "runs/ffrr"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def check(self) -> FFRRRunConfig:
+        f = self.ffrr
+        if f.method not in METHODS:
+            raise ValueError(f"ffrr.method must be one of {', '.join(METHODS)}, got {f.method!r}")
+        if f.level not in LEVELS:
+            raise ValueError(f"ffrr.level must be one of {', '.join(LEVELS)}, got {f.level!r}")
+        if f.baseline not in ("none", "mean"):
+            raise ValueError(f"ffrr.baseline must be 'none' or 'mean', got {f.baseline!r}")
+        if not 0 <= f.epsilon <= 1 or not 0 <= f.question_epsilon <= 1:
+            raise ValueError("ffrr.epsilon and ffrr.question_epsilon must be in [0, 1]")
+        if f.top_k < 1 or f.candidates < f.top_k:
+            raise ValueError(f"need 1 <= ffrr.top_k <= ffrr.candidates, got {f.top_k} and {f.candidates}")
+        if f.batch_size < 1 or f.learning_rate <= 0 or f.tau <= 0:
+            raise ValueError("ffrr.batch_size, ffrr.learning_rate and ffrr.tau must be positive")
+        if not 0 <= f.warmup_ratio < 1:
+            raise ValueError(f"ffrr.warmup_ratio must be in [0, 1), got {f.warmup_ratio}")
+        if f.doc_side not in ("encode", "index"):
+            raise ValueError(f"ffrr.doc_side must be 'encode' or 'index', got {f.doc_side!r}")
+        if self.scorer.label_field not in ("label", "grade"):
+            raise ValueError(f"scorer.label_field must be 'label' or 'grade', got {self.scorer.label_field!r}")
+        if len(self.scorer.label_words) < 2:
+            raise ValueError("scorer.label_words needs at least two labels")
+        return self
+
+
+def list_ffrr_presets() -> list[str]:
+    return sorted(p.name[:-5] for p in files("factrl.presets.ffrr").iterdir() if p.name.endswith(".toml"))
+
+
+def load_ffrr_config(source: str | Path, overrides: dict[str, Any] | None = None) -> FFRRRunConfig:
+    """Read a TOML file or a bundled FFRR preset; ``overrides`` maps dotted keys to values."""
+    path = Path(source)
+    if path.suffix != ".toml" and not path.exists():
+        if str(source) not in list_ffrr_presets():
+            raise ValueError(f"no config file or FFRR preset {str(source)!r}; presets: {', '.join(list_ffrr_presets())}")
+        text = (files("factrl.presets.ffrr") / f"{source}.toml").read_text()
+        where = f"preset {source}"
+    else:
+        text = path.read_text()
+        where = str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{where}: not valid TOML ({exc})") from None
+    for key, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return _build(FFRRRunConfig, data, where).check()

@@ -1,0 +1,147 @@
+"""What one claim contributes to an update: FFRR's document- and question-level
+episodes (§4.1–4.3) and REPLUG's KL term, each as (log π_θ(d|q), reward) samples or a loss.
+
+Candidates D′ come from a frozen index (top ``candidates`` per query, cached); the LM's
+label distributions are cached per (claim, documents), since the scorer is frozen and
+exploitation keeps drawing the same top documents.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from factrl.lm.label_scores import LabelScorer
+from factrl.retrieval.dense import passage_text
+from factrl.train.ffrr.objectives import replug_loss
+from factrl.train.ffrr.policy import DualEncoderPolicy
+from factrl.train.ffrr.sampling import pick_questions, run_doc_episode
+from factrl.types import Passage
+
+__all__ = ["Candidates", "ClaimOutcome", "ScoreCache", "doc_level", "question_level", "replug_term"]
+
+
+class Candidates:
+    """Top-``k`` passages per query from a frozen retriever (``search(queries, k)``), cached.
+
+    With ``vectors`` (the frozen index's document vectors, rows in passage order, and
+    ``rows`` mapping passage id → row), :meth:`log_probs` scores candidates against those
+    fixed vectors and trains the query side only; without, candidates are re-encoded by
+    the policy at every call."""
+
+    def __init__(self, retriever: Any, k: int, *, vectors: Any = None, rows: dict[str, int] | None = None) -> None:
+        self.retriever = retriever
+        self.k = int(k)
+        self.vectors, self.rows = vectors, rows
+        self._cache: dict[str, list[Passage]] = {}
+
+    def log_probs(self, policy: DualEncoderPolicy, query: str, docs: Sequence[Passage], *, doc_grad: bool) -> Any:
+        """log π_θ(d|q) over ``docs``."""
+        if self.vectors is None:
+            return policy.candidate_log_probs(query, [passage_text(p) for p in docs], doc_grad=doc_grad)
+        import torch
+
+        assert self.rows is not None
+        d = torch.from_numpy(self.vectors[[self.rows[p.id] for p in docs]])
+        return policy.log_probs(policy.embed([query])[0], d)
+
+    def get(self, queries: Sequence[str]) -> list[list[Passage]]:
+        todo = list(dict.fromkeys(q for q in queries if q not in self._cache))
+        if todo:
+            for q, hits in zip(todo, self.retriever.search(todo, self.k)):
+                if not hits:
+                    raise ValueError(f"the frozen index returned no candidates for {q[:80]!r}")
+                self._cache[q] = [h.passage for h in hits]
+        return [self._cache[q] for q in queries]
+
+
+class ScoreCache:
+    """The label scorer behind a cache keyed by (claim text, passage ids); counts LM rows."""
+
+    def __init__(self, scorer: LabelScorer) -> None:
+        self.scorer = scorer
+        self.lm_rows = 0
+        self._cache: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+
+    def probs(self, claim: str, doc_sets: Sequence[Sequence[Passage]]) -> list[list[float]]:
+        keys = [(claim, tuple(p.id for p in docs)) for docs in doc_sets]
+        todo = [i for i, k in enumerate(keys) if k not in self._cache]
+        if todo:
+            rows = self.scorer.probs([(claim, [passage_text(p) for p in doc_sets[i]]) for i in todo])
+            self.lm_rows += len(todo)
+            for i, row in zip(todo, rows):
+                self._cache[keys[i]] = row
+        return [self._cache[k] for k in keys]
+
+    def one(self, claim: str, docs: Sequence[Passage]) -> list[float]:
+        return self.probs(claim, [docs])[0]
+
+
+@dataclass
+class ClaimOutcome:
+    """One claim's part of an update: REINFORCE samples (log-probability tensors with
+    their rewards), or a REPLUG loss term, plus what to log."""
+
+    log_probs: list[Any] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    loss: Any = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str, query: str,
+              gold: int, rng: random.Random, *, epsilon: float, top_k: int, max_samples: int,
+              final_reward: bool, doc_grad: bool) -> ClaimOutcome:
+    """§4.1: ε-greedy document sampling for ``query`` until the stopping rule; each sampled
+    document's reward is its gold-label probability, plus r_g for the first k = min(K, κ)."""
+    (docs,) = cands.get([query])
+    lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
+    probs = lp.detach().exp().tolist()
+    ep = run_doc_episode(probs, gold, rng, lambda i: scores.one(claim, [docs[i]]),
+                         lambda idx: scores.one(claim, [docs[i] for i in idx]),
+                         epsilon=epsilon, top_k=top_k, max_samples=max_samples)
+    out = ClaimOutcome()
+    for n, (i, r) in enumerate(zip(ep.picked, ep.rewards)):
+        out.log_probs.append(lp[i])
+        out.rewards.append(r + (ep.final_reward if final_reward and n < len(ep.final_docs) else 0.0))
+    out.stats = {"doc_reward": sum(ep.rewards) / len(ep.rewards), "final_reward": ep.final_reward,
+                 "kappa": float(len(ep.picked)), "stopped": float(ep.stopped),
+                 "explored": sum(ep.explored) / len(ep.explored)}
+    return out
+
+
+def question_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str,
+                   questions: Sequence[str], gold: int, rng: random.Random, *, epsilon: float, k: int,
+                   final_reward: bool, doc_grad: bool) -> ClaimOutcome:
+    """§4.2: each question's top-1 document under π_θ, its reward r_q = score(gold | claim,
+    top-1); k questions picked ε-greedily, lowest r_q first; r_g over their top-1 documents."""
+    cand_lists = cands.get(list(questions))
+    lps, tops = [], []
+    for q, docs in zip(questions, cand_lists):
+        lp = cands.log_probs(policy, q, docs, doc_grad=doc_grad)
+        lps.append(lp)
+        tops.append(int(lp.detach().argmax()))
+    dists = scores.probs(claim, [[docs[t]] for docs, t in zip(cand_lists, tops)])
+    r_q = [d[gold] for d in dists]
+    chosen = pick_questions(r_q, k, rng, epsilon=epsilon)
+    r_g = scores.one(claim, [cand_lists[i][tops[i]] for i in chosen])[gold]
+    out = ClaimOutcome()
+    for i in chosen:
+        out.log_probs.append(lps[i][tops[i]])
+        out.rewards.append(r_q[i] + (r_g if final_reward else 0.0))
+    out.stats = {"question_reward": sum(r_q[i] for i in chosen) / len(chosen), "final_reward": r_g,
+                 "questions": float(len(questions))}
+    return out
+
+
+def replug_term(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str, query: str,
+                gold: int, *, n_docs: int, beta: float, doc_grad: bool) -> ClaimOutcome:
+    """REPLUG (LM-supervised retrieval): KL between π_θ over its top ``n_docs`` of D′ and
+    the LM's softmax(score(gold | claim, d) / β) over the same documents."""
+    (docs,) = cands.get([query])
+    lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
+    top = lp.detach().argsort(descending=True)[: min(n_docs, len(docs))].tolist()
+    dists = scores.probs(claim, [[docs[i]] for i in top])
+    lm = [d[gold] for d in dists]
+    return ClaimOutcome(loss=replug_loss(lp[top], lm, beta=beta), stats={"doc_reward": sum(lm) / len(lm)})

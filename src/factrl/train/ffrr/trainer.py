@@ -1,0 +1,244 @@
+"""``factrl train ffrr``: train the dense retriever from the LM's label scores.
+
+One loop for the three comparison trainers of FFRR's Table 2: ``ffrr`` (REINFORCE on
+fine-grained rewards, §4–5), ``replug`` (KL to the LM's distribution over the top
+documents) and ``frozen`` (no update). Batches of ``batch_size`` claims make one Adam
+update (lr 1e-5, linear warm-up over the first 10 %, then linear decay). The hybrid level
+(``d+q``) alternates one question-level step with ``doc_steps_per_question_step``
+document-level steps whose queries are the claim's questions.
+
+Writes to the output directory: the split (``train_ids.txt``/``held_out_ids.txt``),
+``questions.jsonl`` (when questions are used), ``metrics.jsonl`` (one row per update),
+``final/`` (a sentence-transformers model: ``factrl index build --model OUT/final``),
+``summary.json`` and, after a held-out evaluation, ``eval.json``.
+A claim whose scoring fails (a server error, an unscorable prompt) is skipped and counted
+in ``failures`` by error type; a claim whose gold label has no label word is counted in
+``skipped_labels``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from factrl.train.ffrr.config import FFRRRunConfig
+
+__all__ = ["gold_index", "load_scorer", "train_ffrr"]
+
+
+def _say(msg: str) -> None:
+    print(f"[factrl ffrr] {msg}", file=sys.stderr, flush=True)
+
+
+def gold_index(claim: Any, cfg: FFRRRunConfig) -> int | None:
+    """Position of the claim's gold label among ``scorer.label_words`` (None: no word for it)."""
+    from factrl.labels import UnknownLabelError, normalise_grade, normalise_label
+
+    keys = list(cfg.scorer.label_words)
+    raw = claim.meta.get("grade") if cfg.scorer.label_field == "grade" else claim.label
+    if raw is None:
+        return None
+    try:
+        norm = normalise_grade if cfg.scorer.label_field == "grade" else normalise_label
+        wanted = norm(raw)
+        canon = [norm(k) for k in keys]
+    except UnknownLabelError:
+        return None
+    return canon.index(wanted) if wanted in canon else None
+
+
+def load_scorer(cfg: FFRRRunConfig) -> Any:
+    from factrl.lm.label_scores import LabelScorer
+    from factrl.lm.loader import load_lm
+
+    s = cfg.scorer
+    kw: dict[str, Any] = {"base_url": s.base_url} if s.model.startswith("openai:") and s.base_url else {}
+    lm = load_lm(s.model, **kw)
+    return LabelScorer(lm, list(s.label_words.values()), form=s.form, max_doc_chars=s.max_doc_chars,
+                       batch_size=s.batch_size)
+
+
+def _frozen_retriever(index: Any) -> Any:
+    backend = index.backend
+    return getattr(backend, "dense", backend) if backend.name in ("dense", "hybrid") else None
+
+
+def index_vectors(index: Any) -> Any:
+    """The frozen index's document vectors (float32, rows in passage order)."""
+    import numpy as np
+
+    sub = index.directory / index.manifest.retriever
+    path = sub / "dense" / "embeddings.npy" if index.manifest.retriever == "hybrid" else sub / "embeddings.npy"
+    vectors = np.load(path, allow_pickle=False)
+    if len(vectors) != len(index.passages):
+        raise ValueError(f"{path} has {len(vectors)} rows for {len(index.passages)} passages")
+    return vectors
+
+
+def train_ffrr(cfg: FFRRRunConfig) -> Path:
+    """Train (or, for ``method = "frozen"``, just save) the encoder; returns ``OUT/final``."""
+    import torch
+
+    from factrl.datasets.prepare import prepare_splits
+    from factrl.retrieval.index import load_index
+    from factrl.train.ffrr.episodes import Candidates, ScoreCache
+    from factrl.train.ffrr.policy import DualEncoderPolicy
+
+    f = cfg.ffrr
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n", encoding="utf-8")
+    train, _ = prepare_splits(cfg.data, out)
+    index = load_index(cfg.retriever.index)
+    frozen = _frozen_retriever(index)
+    if frozen is None:
+        raise ValueError(f"{cfg.retriever.index} is a {index.backend.name} index; FFRR needs a dense or hybrid one "
+                         "(its dense side gives the candidates D′)")
+    model = cfg.retriever.model or frozen.params()["model"]
+    random.seed(f.seed)
+    torch.manual_seed(f.seed)
+    rng = random.Random(f.seed)
+    policy = DualEncoderPolicy(model, tau=f.tau, max_seq_length=cfg.retriever.max_seq_length)
+    if f.method == "frozen":
+        final = policy.save(out / "final")
+        _write_summary(out, cfg, {"steps": 0, "method": "frozen"})
+        return final
+
+    scorer = load_scorer(cfg)
+    if f.doc_side == "index":
+        rows = {p.id: i for i, p in enumerate(index.passages)}
+        cands = Candidates(frozen, f.candidates, vectors=index_vectors(index), rows=rows)
+    else:
+        cands = Candidates(frozen, f.candidates)
+    scores = ScoreCache(scorer)
+    skipped = Counter()
+    usable = []
+    for c in train:
+        g = gold_index(c, cfg)
+        if g is None:
+            skipped[str(c.meta.get("grade") if cfg.scorer.label_field == "grade" else c.label)] += 1
+        else:
+            usable.append((c, g))
+    if not usable:
+        raise ValueError(f"no training claim has a label among {list(cfg.scorer.label_words)}")
+    questions = {}
+    if f.level != "d" and f.method == "ffrr":
+        from factrl.lm.loader import load_lm
+        from factrl.train.ffrr.questions import decompose_claims
+
+        qlm = scorer.lm if cfg.questions_lm is None else load_lm(cfg.questions_lm)
+        qs = decompose_claims([c for c, _ in usable], qlm, cache=out / "questions.jsonl",
+                              max_questions=f.max_questions)
+        questions = qs.questions
+        _say(f"questions: {sum(len(v) for v in questions.values())} for {len(questions)} claims "
+             f"({qs.fallbacks} fell back to the claim itself)")
+
+    per_epoch = math.ceil(len(usable) / f.batch_size)
+    total = f.max_steps or max(1, math.ceil(f.epochs * per_epoch))
+    optimiser = torch.optim.Adam(policy.parameters(), lr=f.learning_rate)
+    warm = math.ceil(f.warmup_ratio * total)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda s: (s + 1) / warm if s < warm else max(0.0, (total - s) / max(1, total - warm)))
+    failures: Counter[str] = Counter()
+    t0 = time.perf_counter()
+    order: list[int] = []
+    step = 0
+    with (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
+        while step < total:
+            if f.max_minutes is not None and time.perf_counter() - t0 > 60 * f.max_minutes:
+                _say(f"time budget of {f.max_minutes} minutes reached after {step} updates")
+                break
+            if len(order) < f.batch_size:
+                more = list(range(len(usable)))
+                rng.shuffle(more)
+                order += more
+            batch, order = order[: f.batch_size], order[f.batch_size :]
+            t_step = time.perf_counter()
+            row = _update(policy, optimiser, cfg, step, [usable[i] for i in batch], questions, cands, scores,
+                          rng, failures)
+            schedule.step()
+            step += 1
+            row.update(step=step, lr=schedule.get_last_lr()[0], seconds=round(time.perf_counter() - t_step, 3),
+                       lm_rows=scores.lm_rows, failures=sum(failures.values()))
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            _say(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+    final = policy.save(out / "final")
+    _write_summary(out, cfg, {"method": f.method, "level": f.level, "steps": step, "planned_steps": total,
+                              "train_claims": len(usable), "skipped_labels": dict(skipped),
+                              "failures": dict(failures), "lm_rows": scores.lm_rows,
+                              "train_seconds": round(time.perf_counter() - t0, 1),
+                              "seconds_per_step": round((time.perf_counter() - t0) / max(1, step), 3)})
+    return final
+
+
+def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: list[tuple[Any, int]],
+            questions: dict[str, list[str]], cands: Any, scores: Any, rng: random.Random,
+            failures: Counter[str]) -> dict[str, Any]:
+    """One optimiser update over a batch of claims; returns the row to log."""
+    import torch
+
+    from factrl.train.ffrr.episodes import doc_level, question_level, replug_term
+    from factrl.train.ffrr.objectives import reinforce_loss
+
+    f = cfg.ffrr
+    cycle = 1 + f.doc_steps_per_question_step
+    kind = "replug" if f.method == "replug" else (
+        "q" if f.level == "q" or (f.level == "d+q" and step % cycle == 0) else "d")
+    terms, lps, rewards, stats = [], [], [], []
+    for claim, gold in batch:
+        try:
+            if kind == "replug":
+                o = replug_term(policy, cands, scores, claim.text, claim.text, gold, n_docs=f.replug_docs,
+                                beta=f.replug_beta, doc_grad=f.doc_grad)
+                terms.append(o.loss)
+            elif kind == "q":
+                o = question_level(policy, cands, scores, claim.text, questions.get(claim.id) or [claim.text], gold,
+                                   rng, epsilon=f.question_epsilon, k=f.questions_k, final_reward=f.final_reward,
+                                   doc_grad=f.doc_grad)
+            else:
+                qs = questions.get(claim.id) if f.level == "d+q" else None
+                query = rng.choice(qs) if qs else claim.text
+                o = doc_level(policy, cands, scores, claim.text, query, gold, rng, epsilon=f.epsilon,
+                              top_k=f.top_k, max_samples=f.max_samples, final_reward=f.final_reward,
+                              doc_grad=f.doc_grad)
+        except Exception as exc:  # noqa: BLE001 - one claim's failure is counted, the run goes on
+            from factrl.lm.label_scores import LabelScoreError
+            from factrl.lm.remote import LMRequestError
+
+            if not isinstance(exc, (LabelScoreError, LMRequestError, NotImplementedError, ValueError)):
+                raise
+            failures[type(exc).__name__] += 1
+            _say(f"claim {claim.id}: {type(exc).__name__}: {exc}")
+            continue
+        if o.log_probs:
+            base = sum(o.rewards) / len(o.rewards) if f.baseline == "mean" else 0.0
+            lps.extend(o.log_probs)
+            rewards.extend(r - base for r in o.rewards)
+        stats.append(o.stats)
+    row: dict[str, Any] = {"kind": kind, "claims": len(stats)}
+    if not stats:
+        return {**row, "loss": None}
+    if kind == "replug":
+        loss = torch.stack(terms).mean()
+    else:
+        loss = reinforce_loss(lps, rewards)
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+    row["loss"] = float(loss.detach())
+    for key in sorted({k for s in stats for k in s}):
+        vals = [s[key] for s in stats if key in s]
+        row[key] = sum(vals) / len(vals)
+    return row
+
+
+def _write_summary(out: Path, cfg: FFRRRunConfig, info: dict[str, Any]) -> None:
+    summary = {"preset": cfg.preset.name, "paper": cfg.preset.paper, **info}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
