@@ -78,6 +78,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="client seconds per request: a CPU server's batch of 16 takes minutes, "
+                         "and a timed-out request is retried behind the still-running batch")
     ap.add_argument("--inprocess-concurrency", type=int, nargs="*", default=None,
                     help="batch sizes for the in-process side (default: --concurrency; none: skip it)")
     ap.add_argument("--json", type=Path)
@@ -95,21 +98,26 @@ def main() -> None:
     make_env = env_factory(EnvSpec(name="veri_r1"), deps_from_index(load_index(Path(args.index))))
     result: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.processor()
                     or platform.machine(), "cpus": os.cpu_count(), "threads": args.threads, "claims": len(claims),
-                    "new_tokens": args.new_tokens, "http": [], "in_process": []}
+                    "new_tokens": args.new_tokens, "timeout": args.timeout, "http": [], "in_process": []}
 
     local = load_lm("smollm2")
     port = _free_port()
     server = _start_server(port, args.threads, max_batch=max(args.concurrency))
     try:
-        remote = load_lm("openai:smollm2", base_url=f"http://127.0.0.1:{port}/v1", max_concurrency=max(args.concurrency))
+        remote = load_lm("openai:smollm2", base_url=f"http://127.0.0.1:{port}/v1", max_concurrency=max(args.concurrency),
+                         timeout=args.timeout)
         _run(make_env, claims[:2], remote, 2, 8, local.encode)  # warm-up: first requests, tokenizer, server batcher
         for c in args.concurrency:
             row = _run(make_env, claims, remote, c, args.new_tokens, local.encode)
             result["http"].append(row)
             print("http", json.dumps(row), flush=True)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.terminate()  # a server inside a long batch may not stop gracefully in time
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
     inprocess = args.concurrency if args.inprocess_concurrency is None else args.inprocess_concurrency
     if inprocess:
