@@ -168,8 +168,35 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     return cls(**kwargs)
 
 
-def list_presets() -> list[str]:
-    return sorted(p.name[:-5] for p in files("factrl.presets").iterdir() if p.name.endswith(".toml"))
+def list_presets(package: str = "factrl.presets") -> list[str]:
+    return sorted(p.name[:-5] for p in files(package).iterdir() if p.name.endswith(".toml"))
+
+
+def read_config_toml(source: str | Path, overrides: dict[str, Any] | None = None, *,
+                     package: str = "factrl.presets", kind: str = "") -> tuple[dict[str, Any], str]:
+    """The TOML table of a file, or of a bundled preset by name from ``package``, with
+    ``overrides`` (dotted keys → values) applied; also says where it came from."""
+    path = Path(source)
+    if path.suffix != ".toml" and not path.exists():
+        names = list_presets(package)
+        if str(source) not in names:
+            raise ValueError(f"no config file or {kind}preset {str(source)!r}; presets: {', '.join(names)}")
+        text = (files(package) / f"{source}.toml").read_text()
+        where = f"preset {source}"
+    else:
+        text = path.read_text()
+        where = str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{where}: not valid TOML ({exc})") from None
+    for key, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return data, where
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -185,25 +212,7 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
 
     ``overrides`` maps dotted keys (``"grpo.max_steps"``) to values.
     """
-    path = Path(source)
-    if path.suffix != ".toml" and not path.exists():
-        if str(source) not in list_presets():
-            raise ValueError(f"no config file or preset {str(source)!r}; presets: {', '.join(list_presets())}")
-        text = (files("factrl.presets") / f"{source}.toml").read_text()
-        where = f"preset {source}"
-    else:
-        text = path.read_text()
-        where = str(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{where}: not valid TOML ({exc})") from None
-    for key, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    data, where = read_config_toml(source, overrides)
     return _build(GRPORunConfig, data, where)
 
 

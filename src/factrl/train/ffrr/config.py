@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from factrl.datasets.prepare import DataSettings
-from factrl.train.config import PresetInfo, _build
+from factrl.train.config import PresetInfo, _build, list_presets, read_config_toml
 
 __all__ = ["FFRRRunConfig", "FFRRSettings", "METHODS", "LEVELS", "RetrieverSettings", "ScorerSettings",
            "list_ffrr_presets", "load_ffrr_config"]
@@ -121,28 +119,10 @@ class FFRRRunConfig:
 
 
 def list_ffrr_presets() -> list[str]:
-    return sorted(p.name[:-5] for p in files("factrl.presets.ffrr").iterdir() if p.name.endswith(".toml"))
+    return list_presets("factrl.presets.ffrr")
 
 
 def load_ffrr_config(source: str | Path, overrides: dict[str, Any] | None = None) -> FFRRRunConfig:
     """Read a TOML file or a bundled FFRR preset; ``overrides`` maps dotted keys to values."""
-    path = Path(source)
-    if path.suffix != ".toml" and not path.exists():
-        if str(source) not in list_ffrr_presets():
-            raise ValueError(f"no config file or FFRR preset {str(source)!r}; presets: {', '.join(list_ffrr_presets())}")
-        text = (files("factrl.presets.ffrr") / f"{source}.toml").read_text()
-        where = f"preset {source}"
-    else:
-        text = path.read_text()
-        where = str(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{where}: not valid TOML ({exc})") from None
-    for key, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    data, where = read_config_toml(source, overrides, package="factrl.presets.ffrr", kind="FFRR ")
     return _build(FFRRRunConfig, data, where).check()
