@@ -105,3 +105,29 @@ def episode_verdict(turn_errors: Sequence[list[str]], final: TurnAction | None, 
     label, label_errors = parse_boxed(final.content)
     errors = label_errors + errors
     return Verdict(label=label, evidence_ids=[], format_ok=not errors, format_errors=errors, answered=True)
+
+
+def split_turns(model_text: str, ends: Sequence[str]) -> list[str]:
+    """A joined model text cut back into turns, each ending at the first of ``ends``
+    (the stop strings); a trailing remainder that is not blank is the last turn."""
+    turns, rest = [], model_text
+    while (cut := min((i + len(t) for t in ends if (i := rest.find(t)) != -1), default=-1)) != -1:
+        turns.append(rest[:cut])
+        rest = rest[cut:]
+    if rest.strip():
+        turns.append(rest)
+    return turns
+
+
+def budgeted_verdict(acts: Sequence[TurnAction], *, final_kind: str, counted_kind: str, budget: int) -> Verdict:
+    """The episode's verdict from its parsed turns: the first ``final_kind`` action
+    concludes it (text after it is an error), and more ``counted_kind`` actions than
+    ``budget`` is an error."""
+    final = next((a for a in acts if a.kind == final_kind), None)
+    errors: list[str] = []
+    n = sum(a.kind == counted_kind for a in acts)
+    if n > budget:
+        errors.append(f"{counted_kind} over budget: {n} {counted_kind}s (at most {budget})")
+    if final is not None and list(acts).index(final) != len(acts) - 1:
+        errors.append(f"text outside tags (after the {final_kind})")
+    return episode_verdict([a.errors for a in acts], final, errors)

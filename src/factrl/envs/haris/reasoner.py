@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, POLICY, EpisodeResult, StepResult, Switch
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, episode_verdict, parse_turn
+from factrl.envs.haris.protocol import TurnAction, budgeted_verdict, parse_turn, split_turns
 from factrl.envs.haris.searcher import SEARCHER_STOP, SearcherConfig, SearchSession, result_block, searcher_messages
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
@@ -52,29 +52,12 @@ class HarisConfig:
 def parse_reasoner_text(model_text: str, max_questions: int) -> Verdict:
     """The verdict of a reasoner's model turns joined (reports excluded): each turn ends
     at ``</question>`` or ``</verification>``."""
-    turns: list[str] = []
-    rest = model_text
-    while True:
-        cut = min((i + len(t) for t in ("</question>", "</verification>") if (i := rest.find(t)) != -1), default=-1)
-        if cut == -1:
-            break
-        turns.append(rest[:cut])
-        rest = rest[cut:]
-    if rest.strip():
-        turns.append(rest)
-    acts = [parse_turn(t, _ACTIONS) for t in turns]
+    acts = [parse_turn(t, _ACTIONS) for t in split_turns(model_text, ("</question>", "</verification>"))]
     return _verdict(acts, max_questions)
 
 
-def _verdict(acts: list[TurnAction], max_questions: int, extra: list[str] | None = None) -> Verdict:
-    final = next((a for a in acts if a.kind == "verification"), None)
-    errors = list(extra or [])
-    asked = sum(a.kind == "question" for a in acts)
-    if asked > max_questions:
-        errors.append(f"question over budget: {asked} questions (at most {max_questions})")
-    if final is not None and acts.index(final) != len(acts) - 1:
-        errors.append("text outside tags (after the verification)")
-    return episode_verdict([a.errors for a in acts], final, errors)
+def _verdict(acts: list[TurnAction], max_questions: int) -> Verdict:
+    return budgeted_verdict(acts, final_kind="verification", counted_kind="question", budget=max_questions)
 
 
 class HarisEnv:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, episode_verdict, parse_turn
+from factrl.envs.haris.protocol import TurnAction, budgeted_verdict, parse_turn, split_turns
 from factrl.envs.haris.searcher import SearcherConfig, SearchSession, result_block
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
@@ -29,25 +29,12 @@ class SingleConfig:
 
 def parse_single_text(model_text: str, max_searches: int) -> Verdict:
     """The verdict of the model's turns joined (results excluded)."""
-    turns, rest = [], model_text
-    while (cut := min((i + len(t) for t in ("</search>", "</answer>") if (i := rest.find(t)) != -1),
-                      default=-1)) != -1:
-        turns.append(rest[:cut])
-        rest = rest[cut:]
-    if rest.strip():
-        turns.append(rest)
-    return _verdict([parse_turn(t, _ACTIONS) for t in turns], max_searches)
+    return _verdict([parse_turn(t, _ACTIONS) for t in split_turns(model_text, ("</search>", "</answer>"))],
+                    max_searches)
 
 
 def _verdict(acts: list[TurnAction], max_searches: int) -> Verdict:
-    final = next((a for a in acts if a.kind == "answer"), None)
-    errors: list[str] = []
-    n = sum(a.kind == "search" for a in acts)
-    if n > max_searches:
-        errors.append(f"search over budget: {n} searches (at most {max_searches})")
-    if final is not None and acts.index(final) != len(acts) - 1:
-        errors.append("text outside tags (after the answer)")
-    return episode_verdict([a.errors for a in acts], final, errors)
+    return budgeted_verdict(acts, final_kind="answer", counted_kind="search", budget=max_searches)
 
 
 class HarisSingleEnv:
