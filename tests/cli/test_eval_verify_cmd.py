@@ -155,3 +155,19 @@ def test_verify_with_a_model_behind_an_openai_compatible_api(setup, tmp_path):
     assert bad.exit_code == 2 and "--base-url needs --model openai:MODEL" in bad.output
     bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--lm-cache", "c.sqlite"])
     assert bad.exit_code == 2 and "--lm-cache needs --model openai:MODEL" in bad.output
+    bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--lm-timeout", "300"])
+    assert bad.exit_code == 2 and "--lm-timeout needs --model openai:MODEL" in bad.output
+
+
+def test_lm_options_pass_the_timeout_to_an_openai_model_only() -> None:
+    import typer
+
+    from factrl.cli._common import lm_options
+    from factrl.lm.loader import load_lm
+
+    opts = lm_options("openai:m", "http://127.0.0.1:9/v1", None, 300.0)
+    assert opts == {"base_url": "http://127.0.0.1:9/v1", "timeout": 300.0}
+    assert load_lm("openai:m", **opts).timeout == 300.0
+    assert lm_options("smollm2", None, None, None) == {}
+    with pytest.raises(typer.BadParameter, match="--lm-timeout needs --model openai:MODEL"):
+        lm_options("smollm2", None, None, 5.0)

@@ -100,23 +100,28 @@ BASE_URL_HELP = ("Base URL of the OpenAI-compatible API for --model openai:MODEL
                  "(the key is read from OPENAI_API_KEY).")
 LM_CACHE_HELP = ("For --model openai:MODEL: a sqlite file caching the API's responses, so a re-run "
                  "sends no request (shared safely by concurrent runs).")
+LM_TIMEOUT_HELP = ("For --model openai:MODEL: seconds to wait for one response before retrying (default 60); "
+                   "a CPU server's batch of long prompts may need minutes.")
 VERIFIER_HELP = ("Binary RAR (--agent rar): the model that verifies responses, extracts and judges atomic "
                  "claims (default: --model itself); same forms as --model.")
 MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
 
 
-def lm_options(model: str, base_url: str | None, lm_cache: Path | None = None) -> dict[str, Any]:
-    """``load_lm`` keywords for ``--base-url`` and ``--lm-cache``, which only an
-    ``openai:MODEL`` takes."""
-    given = {k: v for k, v in (("base_url", base_url), ("cache", lm_cache)) if v is not None}
+def lm_options(model: str, base_url: str | None, lm_cache: Path | None = None,
+               lm_timeout: float | None = None) -> dict[str, Any]:
+    """``load_lm`` keywords for ``--base-url``, ``--lm-cache`` and ``--lm-timeout``, which
+    only an ``openai:MODEL`` takes."""
+    flags = {"--base-url": ("base_url", base_url), "--lm-cache": ("cache", lm_cache),
+             "--lm-timeout": ("timeout", lm_timeout)}
+    given = {flag: kv for flag, kv in flags.items() if kv[1] is not None}
     if not given:
         return {}
     from factrl.lm.loader import remote_backend
 
     if remote_backend(model) is None:
-        flag = "--base-url" if base_url is not None else "--lm-cache"
+        flag = next(iter(given))
         raise typer.BadParameter(f"{flag} needs --model openai:MODEL", param_hint=flag)
-    return given
+    return dict(given.values())
 
 
 def build_agent(

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, MODE_HELP,
-                               MODEL_HELP, PARAM_HELP, VERIFIER_HELP)
+from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
+                               MODE_HELP, MODEL_HELP, PARAM_HELP, VERIFIER_HELP)
 from factrl.cli.app import app
 
 
@@ -40,6 +40,7 @@ def eval_(
     model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
+    lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
@@ -79,9 +80,9 @@ def eval_(
         idx = load_index(index)
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
     scorer = build_scorer(reward, reward_param, make_env)
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache))
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout))
     # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
-    judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache))
+    judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout))
     if getattr(scorer, "lm_roles", ()):
         from factrl.rewards import RewardDeps
 

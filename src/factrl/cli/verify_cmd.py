@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, MODE_HELP, MODEL_HELP, PARAM_HELP
+from factrl.cli._common import AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP, MODE_HELP, MODEL_HELP, PARAM_HELP
 from factrl.cli.app import app
 
 
@@ -19,6 +19,7 @@ def verify(
     model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
+    lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
@@ -41,7 +42,7 @@ def verify(
 
     idx = load_index(index)
     _, make_env = build_agent(agent, param, mode=mode, index=idx)
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache))
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout))
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
     (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg)
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
