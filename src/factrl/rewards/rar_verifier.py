@@ -146,9 +146,10 @@ class VerifierOutput:
         return self.score is not None
 
 
-def _objects(text: str) -> list[str]:
+def _objects(text: str, quotes: bool = True) -> list[str]:
     """Candidate ``{...}`` substrings, outermost first, balanced by brace depth; inside an
-    object, braces within quoted strings (either quote) do not count."""
+    object, braces within quoted strings (either quote) do not count (``quotes=False``:
+    quotes are ordinary characters)."""
     out, depth, start, quote, escaped = [], 0, -1, "", False
     for i, ch in enumerate(text):
         if quote:
@@ -158,7 +159,7 @@ def _objects(text: str) -> list[str]:
                 escaped = True
             elif ch == quote:
                 quote = ""
-        elif ch in "\"'" and depth:
+        elif quotes and ch in "\"'" and depth:
             quote = ch
         elif ch == "{":
             if depth == 0:
@@ -168,22 +169,8 @@ def _objects(text: str) -> list[str]:
             depth -= 1
             if depth == 0:
                 out.append(text[start : i + 1])
-    if depth and not out:  # an unterminated string swallowed the rest: retry ignoring quotes
-        return _objects_plain(text)
-    return out
-
-
-def _objects_plain(text: str) -> list[str]:
-    out, depth, start = [], 0, -1
-    for i, ch in enumerate(text):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                out.append(text[start : i + 1])
+    if quotes and depth and not out:  # an unterminated string swallowed the rest: retry ignoring quotes
+        return _objects(text, quotes=False)
     return out
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from factrl.envs.tags import parse_evidence_ids
+from factrl.envs.textparse import clip
 from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.types import Verdict
 
@@ -109,5 +110,3 @@ def answer_verdict(text: str, *, evidence: bool) -> Verdict:
     return Verdict(label=label, evidence_ids=ids, format_ok=not errors, format_errors=errors, answered=True)
 
 
-def clip(s: str, n: int = 60) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"

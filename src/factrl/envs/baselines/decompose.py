@@ -21,7 +21,6 @@ sub-verdicts has a ``Label:`` line. Scored by ``veri_r1``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ from factrl.envs.baselines.answer import clip, line_key
 from factrl.envs.baselines.prompts import decompose as prompts
 from factrl.envs.baselines.rag import RagConfig, Retrieval, parse_rag, rag_messages, retrieve
 from factrl.envs.spec import EnvDeps
+from factrl.envs.textparse import numbered_items
 from factrl.labels import Label
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict
@@ -37,7 +37,6 @@ from factrl.types import Claim, Message, Verdict
 __all__ = ["DecomposeConfig", "DecomposeEnv", "parse_subclaims", "aggregate_labels", "decompose_verdict"]
 
 # "1. text" or "1) text": a number, '.' or ')', spaces, then the sub-claim.
-_ITEM = re.compile(r"(\d{1,3})[.)]\s+(\S.*)")
 
 
 @dataclass(frozen=True)
@@ -59,20 +58,7 @@ class DecomposeConfig:
 
 def parse_subclaims(text: str, max_subclaims: int) -> tuple[list[str], list[str]]:
     """The sub-claims of turn 1 (at most ``max_subclaims``) and its format errors."""
-    items: list[str] = []
-    errors: list[str] = []
-    outside: list[str] = []
-    for line in text.splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        m = _ITEM.fullmatch(s)
-        if m is None:
-            outside.append(s)
-            continue
-        if int(m.group(1)) != len(items) + 1 and not any(e.startswith("sub-claims not numbered") for e in errors):
-            errors.append(f"sub-claims not numbered 1, 2, ...: {clip(s)!r}")
-        items.append(m.group(2).strip())
+    items, outside, errors = numbered_items(text, "sub-claims")
     if not items:
         errors.insert(0, "no answer: no sub-claims (a numbered list '1. ...')")
     if outside:

@@ -29,10 +29,10 @@ prefixes :mod:`factrl.metrics.failures` classifies (``no answer``, ``text outsid
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from factrl.envs.tags import scan_blocks
+from factrl.envs.textparse import clip, numbered_items
 from factrl.labels import Label, UnknownLabelError, normalise_label
 
 __all__ = [
@@ -55,12 +55,7 @@ AVERITEC_LABELS: dict[Label, str] = {
     Label.NEI: "Not Enough Evidence",
     Label.CONFLICTING: "Conflicting Evidence/Cherrypicking",
 }
-_ITEM = re.compile(r"(\d{1,3})[.)]\s+(\S.*)")
 _MAX_LABEL_CHARS = 200
-
-
-def _clip(s: str, n: int = 60) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _blocks(text: str, allowed: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
@@ -92,25 +87,15 @@ def parse_questions(text: str, max_questions: int) -> QuestionParse:
     if not found["questions"]:
         out.errors.insert(0, "no answer: no <questions> block")
         return out
-    outside: list[str] = []
-    for line in found["questions"][0].splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        m = _ITEM.fullmatch(s)
-        if m is None:
-            outside.append(s)
-            continue
-        if int(m.group(1)) != len(out.questions) + 1 and not any(e.startswith("questions not numbered")
-                                                                 for e in out.errors):
-            out.errors.append(f"questions not numbered 1, 2, ...: {_clip(s)!r}")
-        q = m.group(2).strip()
+    items, outside, numbering = numbered_items(found["questions"][0], "questions")
+    out.errors.extend(numbering)
+    for q in items:
         if q in out.questions:
-            out.errors.append(f"question repeated: {_clip(q)!r} (asked once)")
+            out.errors.append(f"question repeated: {clip(q)!r} (asked once)")
             continue
         out.questions.append(q)
     if outside:
-        out.errors.append(f"text outside the numbered questions: {_clip(' '.join(outside))!r}")
+        out.errors.append(f"text outside the numbered questions: {clip(' '.join(outside))!r}")
     if not out.questions:
         out.errors.insert(0, "no answer: the <questions> block has no numbered question")
     if len(out.questions) > max_questions:
@@ -195,7 +180,7 @@ def parse_verdict_turn(text: str) -> VerdictParse:
     except UnknownLabelError:
         label = None
     if label is None or label not in AVERITEC_LABELS:
-        out.errors.insert(0, f"unknown label {_clip(raw)!r} (AVeriTeC labels: {', '.join(AVERITEC_LABELS.values())})")
+        out.errors.insert(0, f"unknown label {clip(raw)!r} (AVeriTeC labels: {', '.join(AVERITEC_LABELS.values())})")
         return out
     out.label = label
     return out
