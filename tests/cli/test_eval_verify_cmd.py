@@ -171,3 +171,43 @@ def test_lm_options_pass_the_timeout_to_an_openai_model_only() -> None:
     assert lm_options("smollm2", None, None, None) == {}
     with pytest.raises(typer.BadParameter, match="--lm-timeout needs --model openai:MODEL"):
         lm_options("smollm2", None, None, 5.0)
+
+
+def test_verify_gives_a_sub_agent_role_its_own_model(setup, tmp_path):
+    """--role-model searcher=openai:s: HARIS's search agent is served by its own model,
+    the reasoner by --model; both answer through one OpenAI-compatible server here."""
+    from fastapi import FastAPI, Request
+
+    from _support import AppServers
+
+    _, index, _ = setup
+    seen = []
+    fake = FastAPI()
+
+    @fake.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        seen.append(body["model"])
+        if body["model"] == "s":
+            text = "<report>Rivers flow to the sea.</report>"
+        elif seen.count("r") > 1:  # the reasoner's second turn comes after the report
+            text = "<think>The report says so.</think>\n<verification>\\boxed{Support}</verification>"
+        else:
+            text = "<think>Ask.</think>\n<question>Where do rivers flow?</question>"
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{
+            "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}
+
+    servers = AppServers()
+    try:
+        url = servers.start(fake) + "/v1"
+        r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--agent", "haris",
+                                "--model", "openai:r", "--role-model", "searcher=openai:s", "--base-url", url,
+                                "--json"])
+    finally:
+        servers.stop()
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["error"] is None and out["label"] == "SUPPORT", out
+    assert seen[0] == "r" and "s" in seen and seen[-1] == "r"
+    bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--role-model", "searcher"])
+    assert bad.exit_code == 2 and "ROLE=MODEL" in bad.output

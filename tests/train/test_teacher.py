@@ -28,3 +28,24 @@ def test_teacher_trajectories_are_protocol_perfect_offline_and_online():
     assert all(t.verdict.format_ok for t in online), [t.verdict.format_errors for t in online]
     assert [t.claim_id for t in select_correct(online)] == ["s", "r", "n"]
     assert online[0].searches == ["The Nile flows north."]
+
+
+def test_quoting_teacher_cites_the_sentence_and_never_searches_with_gold_text():
+    teacher = TemplateTeacher(CLAIMS, quote=True, quote_words=3, gold_requery=False)
+    offline = run_episodes(lambda: VeriR1Env(None, VeriR1Config(mode="offline")), CLAIMS, teacher)
+    assert [t.claim_id for t in select_correct(offline)] == ["s", "r", "n"]
+    s_text = offline[0].turns[0].text
+    assert '[[nile_sentence_1]] says: "It flows north."' in s_text and "supports" in s_text
+    r_text = offline[1].turns[0].text
+    assert '[[amazon_sentence_0]] says: "The Amazon carries …"' in r_text and "refutes" in r_text
+    # Online, one search with the claim; a miss is answered honestly (NEI), not re-searched
+    # with the gold sentence, and so is not a fully correct trajectory.
+    miss = Claim(id="m", text="Crocodiles live in it.", label="SUPPORT",
+                 evidence=[EvidenceRef(id="amazon_sentence_0", text="The Amazon carries the most water.")])
+    claims = [*CLAIMS, miss]
+    online = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), claims,
+                          TemplateTeacher(claims, quote=True, gold_requery=False))
+    assert all(t.verdict.format_ok for t in online)
+    assert all(len(t.searches) == 1 for t in online)
+    assert online[3].verdict.label.value == "NOT ENOUGH INFO"
+    assert "m" not in [t.claim_id for t in select_correct(online)]

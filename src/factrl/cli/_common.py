@@ -94,7 +94,8 @@ CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the c
 AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, rar, and the baselines "
               "direct, rag, decompose, react).")
 PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
-MODEL_HELP = ("'smollm2' (embedded), a local path, a hub id, or openai:MODEL for a model behind an "
+MODEL_HELP = ("'factrl-agent' (the trained embedded agent, default), 'smollm2-base' (the untrained embedded "
+              "SmolLM2), a local path, a hub id, or openai:MODEL for a model behind an "
               "OpenAI-compatible API (with --base-url for vLLM or `factrl serve lm`).")
 BASE_URL_HELP = ("Base URL of the OpenAI-compatible API for --model openai:MODEL, e.g. http://127.0.0.1:8001/v1 "
                  "(the key is read from OPENAI_API_KEY).")
@@ -108,9 +109,9 @@ MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prom
 
 
 def lm_options(model: str, base_url: str | None, lm_cache: Path | None = None,
-               lm_timeout: float | None = None) -> dict[str, Any]:
+               lm_timeout: float | None = None, role_models: list[str] | None = None) -> dict[str, Any]:
     """``load_lm`` keywords for ``--base-url``, ``--lm-cache`` and ``--lm-timeout``, which
-    only an ``openai:MODEL`` takes."""
+    only an ``openai:MODEL`` takes (``--model`` or one of the ``--role-model`` values)."""
     flags = {"--base-url": ("base_url", base_url), "--lm-cache": ("cache", lm_cache),
              "--lm-timeout": ("timeout", lm_timeout)}
     given = {flag: kv for flag, kv in flags.items() if kv[1] is not None}
@@ -119,9 +120,45 @@ def lm_options(model: str, base_url: str | None, lm_cache: Path | None = None,
     from factrl.lm.loader import remote_backend
 
     if remote_backend(model) is None:
+        if any(remote_backend(v.partition("=")[2].strip() or "x") is not None for v in role_models or []):
+            return {}  # the options are for a role's openai: model
         flag = next(iter(given))
         raise typer.BadParameter(f"{flag} needs --model openai:MODEL", param_hint=flag)
     return dict(given.values())
+
+
+ROLE_MODEL_HELP = ("ROLE=MODEL: a sub-agent role played by its own model (repeatable), e.g. "
+                   "--role-model searcher=openai:searcher for HARIS's search agent behind `factrl serve lm` "
+                   "(--base-url, --lm-cache and --lm-timeout apply to every openai: model); other roles use --model.")
+
+
+def parse_role_models(values: list[str]) -> dict[str, str]:
+    """``{role: model}`` from ``--role-model ROLE=MODEL`` options; a bad value is a usage error."""
+    out: dict[str, str] = {}
+    for value in values:
+        role, sep, model = (x.strip() for x in value.partition("="))
+        if not sep or not role or not model:
+            raise typer.BadParameter(f"expected ROLE=MODEL, got {value!r}", param_hint="--role-model")
+        if role in out:
+            raise typer.BadParameter(f"role {role!r} given twice", param_hint="--role-model")
+        out[role] = model
+    return out
+
+
+def load_role_models(roles: dict[str, str], base_url: str | None, lm_cache: Path | None,
+                     lm_timeout: float | None) -> dict[str, Any]:
+    """``{role: LM}`` for :func:`parse_role_models`' result (an empty dict for none)."""
+    from factrl.lm.loader import LMLoadError, load_lm, remote_backend
+
+    out: dict[str, Any] = {}
+    for role, model in roles.items():
+        opts = {k: v for k, v in (("base_url", base_url), ("cache", lm_cache), ("timeout", lm_timeout))
+                if v is not None} if remote_backend(model) is not None else {}
+        try:
+            out[role] = load_lm(model, **opts)
+        except LMLoadError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--role-model") from None
+    return out
 
 
 def build_agent(

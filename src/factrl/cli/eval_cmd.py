@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
-                               MODE_HELP, MODEL_HELP, PARAM_HELP, VERIFIER_HELP)
+                               MODE_HELP, MODEL_HELP, PARAM_HELP, ROLE_MODEL_HELP, VERIFIER_HELP)
 from factrl.cli.app import app
 
 
@@ -37,11 +37,12 @@ def eval_(
     split: str = typer.Option("train", "--split"),
     index: Path = typer.Option(None, "--index", help="Index directory (needed online)."),
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it exists)."),
-    model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
+    model: str = typer.Option("factrl-agent", "--model", help=MODEL_HELP),
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    role_model: list[str] = typer.Option([], "--role-model", help=ROLE_MODEL_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     reward: str = typer.Option(None, "--reward", help="Reward name (default: the agent's own)."),
@@ -58,10 +59,15 @@ def eval_(
     verifier: str = typer.Option(None, "--verifier", help=VERIFIER_HELP),
 ) -> None:
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
-    if model == "smollm2":
+    from factrl.cli._common import parse_role_models
+    from factrl.lm.loader import is_packaged
+
+    role_specs = parse_role_models(role_model)
+
+    if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import (build_agent, build_scorer, index_info, lm_options, require_claims,
-                                    select_claims)
+    from factrl.cli._common import (build_agent, build_scorer, index_info, lm_options, load_role_models,
+                                    require_claims, select_claims)
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
@@ -80,7 +86,8 @@ def eval_(
         idx = load_index(index)
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
     scorer = build_scorer(reward, reward_param, make_env)
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout))
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
+    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
     # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
     judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout))
     if getattr(scorer, "lm_roles", ()):
@@ -95,6 +102,7 @@ def eval_(
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
         "limit": limit, "context_sentences": context_sentences if idx is not None else None,
         **({"verifier": verifier} if verifier else {}),
+        **({"role_models": role_specs} if role_specs else {}),
         "skipped_rows": selection.skipped_rows,
     }
     evaluate(
@@ -108,6 +116,7 @@ def eval_(
         run_info=info,
         force=force,
         reward=scorer,
+        lms=roles or None,
     )
     from factrl.metrics.run_metrics import RUN_METRICS
 

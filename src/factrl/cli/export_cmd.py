@@ -1,4 +1,4 @@
-"""``factrl export``: write claims in other frameworks' training formats (verl)."""
+"""``factrl export``: claims in other frameworks' training formats (verl); a fine-tuned model as a LoRA adapter."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 from factrl.cli._common import AGENT_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import app
 
-export_app = typer.Typer(no_args_is_help=True, help="Export training data for other frameworks (verl).")
+export_app = typer.Typer(no_args_is_help=True, help="Export training data for other frameworks (verl) and trained models as LoRA adapters.")
 app.add_typer(export_app, name="export")
 
 
@@ -72,3 +72,37 @@ def export_verl(
     if result.skipped:
         typer.echo(f"skipped {len(result.skipped)} claims", err=True)
     typer.echo(f"wrote {result.rows} rows ({make_env().name}, split {split}) to {result.path}")
+
+
+@export_app.command("adapter")
+def export_adapter_cmd(
+    model: Path = typer.Option(..., "--model", help="A fine-tuned copy of the base model (save_pretrained folder)."),
+    out: Path = typer.Option(..., "--out", help="Folder for adapter_model.safetensors, adapter_config.json, manifest.json."),
+    base: str = typer.Option("smollm2", "--base", help="The base model it was tuned from ('smollm2', a path or a hub id)."),
+    rank: int = typer.Option(16, "--rank", min=1, help="LoRA rank (exact when the tuning was LoRA of rank <= this)."),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="Stored dtype: bfloat16, float16 or float32."),
+    info: Path = typer.Option(None, "--info", help="A JSON object merged into the manifest (training commands, data, metrics)."),
+) -> None:
+    """Write MODEL - BASE as one LoRA adapter (PEFT format) with a manifest and checksum."""
+    import json
+
+    from factrl.lm.agent import MANIFEST_FILE, export_adapter
+    from factrl.lm.loader import LMLoadError, resolve_model_path
+
+    if dtype not in ("bfloat16", "float16", "float32"):
+        raise typer.BadParameter(f"unknown dtype {dtype!r}", param_hint="--dtype")
+    try:
+        base_dir = resolve_model_path(base)
+    except LMLoadError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--base") from None
+    extra = json.loads(info.read_text()) if info is not None else {}
+    if not isinstance(extra, dict):
+        raise typer.BadParameter(f"{info} does not hold a JSON object", param_hint="--info")
+    report = export_adapter(model, Path(base_dir), out, rank=rank, dtype=dtype)
+    manifest = {**extra, "base_model": base, "adapter": report, "sha256": report["sha256"]}
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    typer.echo(f"wrote {out}: {report['layers']} layers, rank {rank}, {report['bytes'] / 1e6:.2f} MB, "
+               f"{report['energy_kept']:.4f} of the weight change kept")
+    if report["not_carried"]:
+        typer.echo(f"warning: {len(report['not_carried'])} changed parameters are outside the adapter's layers "
+                   f"and are not carried (largest change {max(report['not_carried'].values()):.3g})", err=True)

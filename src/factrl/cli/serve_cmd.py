@@ -77,7 +77,9 @@ def serve_lm(
     """Serve an LM behind POST /v1/chat/completions and GET /v1/models (OpenAI-compatible)."""
     import os
 
-    if model.strip().lower() in ("smollm2", "embedded"):
+    from factrl.lm.loader import is_packaged
+
+    if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import uvicorn
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP, MODE_HELP, MODEL_HELP, PARAM_HELP
+from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP, MODE_HELP, MODEL_HELP,
+                                PARAM_HELP, ROLE_MODEL_HELP)
 from factrl.cli.app import app
 
 
@@ -16,11 +17,12 @@ from factrl.cli.app import app
 def verify(
     claim: str = typer.Argument(..., help="The claim to verify."),
     index: Path = typer.Option(..., "--index", help="Index directory (factrl index build)."),
-    model: str = typer.Option("smollm2", "--model", help=MODEL_HELP),
+    model: str = typer.Option("factrl-agent", "--model", help=MODEL_HELP),
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    role_model: list[str] = typer.Option([], "--role-model", help=ROLE_MODEL_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
@@ -32,9 +34,14 @@ def verify(
     """Search the index, reason, and print the verdict with its evidence."""
     if not claim.strip():
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
-    if model == "smollm2":
+    from factrl.cli._common import parse_role_models
+    from factrl.lm.loader import is_packaged
+
+    role_specs = parse_role_models(role_model)
+
+    if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import build_agent, lm_options
+    from factrl.cli._common import build_agent, lm_options, load_role_models
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig, run_episodes
@@ -42,9 +49,10 @@ def verify(
 
     idx = load_index(index)
     _, make_env = build_agent(agent, param, mode=mode, index=idx)
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout))
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
+    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
-    (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg)
+    (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg, lms=roles or None)
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
     if json_out:
         out = {

@@ -1,6 +1,7 @@
 """``python -m factrl.demo`` (what ``make demo`` runs): build a BM25 index over the
-bundled corpus, verify the bundled claims with the embedded SmolLM2 agent (Veri-R1
-protocol, greedy decoding), and print each verdict with its evidence and a summary."""
+bundled corpus, verify the bundled claims with the trained embedded agent (SmolLM2-135M
+with factrl's shipped LoRA adapter, Veri-R1 protocol, greedy decoding), and print each
+verdict with its evidence, how many it got right, and a summary."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m factrl.demo", description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("demo_out"), help="where the index and run go")
-    ap.add_argument("--model", default="smollm2", help="'smollm2' (embedded), a local path or a hub id")
+    ap.add_argument("--model", default="factrl-agent",
+                    help="'factrl-agent' (the trained embedded agent), 'smollm2-base' (untrained), a local path "
+                         "or a hub id")
     ap.add_argument("--limit", type=int, default=None, help="only the first N claims")
     args = ap.parse_args(argv)
-    if args.model == "smollm2":
+    from factrl.lm.loader import is_packaged
+
+    if is_packaged(args.model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from factrl.datasets import DATASETS
@@ -67,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
 
     by_id = {t.claim_id: t for t in read_trajectories(run_dir / "trajectories.jsonl")}
     best = index.search([c.text for c in claims], 1)
+    right = 0
     for claim, top in zip(claims, best):
         t = by_id[claim.id]
+        right += claim.label is not None and t.verdict.label == claim.label
         v = t.verdict
         got = v.label.value if v.label else "(no verdict: the model did not follow the answer protocol)"
         mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
@@ -86,10 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         if top:  # what the index itself finds for the claim text
             p = top[0].passage
             print(f"    index's best match: [[{p.sentence_ids[0]}]] {p.sentences[0]}")
-    print("\nsummary: " + format_summary_line(metrics))
+    labelled = sum(c.label is not None for c in claims)
+    answered = sum(by_id[c.id].verdict.label is not None for c in claims)
+    print(f"\n{args.model}: a verdict for {answered} of {len(claims)} claims; {right} of {labelled} right")
+    print("summary: " + format_summary_line(metrics))
     if not metrics.get("format_ok_rate"):
-        print("note: the embedded 135M model does not follow the Veri-R1 tag protocol zero-shot; "
-              "train it (factrl train grpo, see README) or pass --model with a larger instruct model.")
+        print("note: this model does not follow the Veri-R1 tag protocol; the default --model factrl-agent "
+              "(trained, shipped with factrl) does, or pass a larger instruct model.")
     print(f"details: {run_dir}/trajectories.jsonl, {run_dir}/metrics.json, {run_dir}/report.md")
     return 0
 

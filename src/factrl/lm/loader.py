@@ -2,8 +2,12 @@
 
 Model names:
 
-- ``"smollm2"`` (alias ``"embedded"``): the embedded SmolLM2-135M-Instruct
-  (:mod:`factrl.lm.embedded`), converted from its GGUF file once and cached;
+- ``"factrl-agent"`` (alias ``"agent"``): the trained embedded agent, the embedded
+  SmolLM2 with the LoRA adapter shipped in ``factrl/assets/agent`` merged in
+  (:mod:`factrl.lm.agent`); the default of ``verify``, ``eval`` and the demo;
+- ``"smollm2"`` (aliases ``"smollm2-base"``, ``"embedded"``): the untrained embedded
+  SmolLM2-135M-Instruct (:mod:`factrl.lm.embedded`), converted from its GGUF file once
+  and cached; training starts from it;
 - an existing local directory: a ``save_pretrained`` folder (model + tokenizer);
 - ``"openai:MODEL"``: MODEL behind an OpenAI-compatible chat API (the ``openai`` backend,
   :mod:`factrl.lm.openai_backend`; pass ``base_url=`` for a server other than OpenAI's);
@@ -21,16 +25,24 @@ from typing import Any
 
 from factrl.lm.base import LM, LM_BACKENDS
 
-__all__ = ["EMBEDDED_ALIASES", "REMOTE_PREFIXES", "LMLoadError", "load_lm", "remote_backend", "resolve_model",
+__all__ = ["AGENT_ALIASES", "EMBEDDED_ALIASES", "is_packaged", "REMOTE_PREFIXES", "LMLoadError", "load_lm", "remote_backend", "resolve_model",
            "resolve_model_path"]
 
-EMBEDDED_ALIASES = frozenset({"smollm2", "embedded"})
+EMBEDDED_ALIASES = frozenset({"smollm2", "smollm2-base", "embedded"})
+AGENT_ALIASES = frozenset({"factrl-agent", "agent"})
 # "prefix:MODEL" names a model served behind an API; the prefix picks the backend.
 REMOTE_PREFIXES = {"openai": "openai"}
 
 
 class LMLoadError(RuntimeError):
     """A model could not be loaded; the message says which one and what to do."""
+
+
+def is_packaged(model: str) -> bool:
+    """Whether ``model`` names a model shipped with factrl (the embedded SmolLM2 or the
+    trained agent): such a name never needs the hub, so callers may set HF_HUB_OFFLINE."""
+    name = model.strip().lower() if isinstance(model, str) else ""
+    return name in EMBEDDED_ALIASES or name in AGENT_ALIASES
 
 
 def remote_backend(model: str) -> tuple[str, str] | None:
@@ -46,7 +58,8 @@ def remote_backend(model: str) -> tuple[str, str] | None:
 def resolve_model(model: str) -> tuple[str, str]:
     """``(source, name)``: a local directory or hub id to load, and a short display name.
 
-    The embedded model is converted and cached here if it is not cached yet; a remote
+    The embedded model (and the trained agent) is converted and cached here if it is not
+    cached yet; a remote
     ``"openai:MODEL"`` resolves to ``("MODEL", "openai:MODEL")``.
     """
     if not isinstance(model, str) or not model.strip():
@@ -55,6 +68,14 @@ def resolve_model(model: str) -> tuple[str, str]:
     remote = remote_backend(model)
     if remote is not None:
         return remote[1], model
+    if model.lower() in AGENT_ALIASES:
+        from factrl.lm.agent import AGENT_NAME, AgentAssetError, ensure_agent_model
+        from factrl.lm.embedded import EmbeddedModelError
+
+        try:
+            return str(ensure_agent_model()), AGENT_NAME
+        except (AgentAssetError, EmbeddedModelError) as err:
+            raise LMLoadError(str(err)) from err
     if model.lower() in EMBEDDED_ALIASES:
         from factrl.lm.embedded import EMBEDDED_NAME, EmbeddedModelError, ensure_embedded_model
 

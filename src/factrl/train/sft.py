@@ -35,6 +35,8 @@ class SFTSettings:
     seed: int = 0
     save_steps: int = 200
     gradient_checkpointing: bool = True  # TRL's default; off is faster when memory allows
+    lr_scheduler_type: str = "linear"
+    warmup_steps: int = 0
 
 
 def is_fully_correct(t: Trajectory) -> bool:
@@ -86,8 +88,11 @@ class _TokenizerView:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettings | None = None) -> Path:
-    """Select fully correct trajectories, fine-tune ``model`` on them, save ``out_dir/final``."""
+def train_sft(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
+              settings: SFTSettings | None = None) -> Path:
+    """Select fully correct trajectories (one file or several, e.g. one per dataset and
+    setting), fine-tune ``model`` on them, save ``out_dir/final`` (with LoRA: merged, and
+    the adapter itself in ``out_dir/adapter``)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -95,7 +100,8 @@ def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettin
     from factrl.lm.loader import resolve_model_path
 
     s = settings or SFTSettings()
-    trajs = read_trajectories(Path(trajectories))
+    files = [Path(trajectories)] if isinstance(trajectories, (str, Path)) else [Path(f) for f in trajectories]
+    trajs = [t for f in files for t in read_trajectories(f)]
     keep = select_correct(trajs)
     model_path = resolve_model_path(model)
     from transformers import AutoTokenizer
@@ -122,11 +128,14 @@ def train_sft(trajectories: Path, model: str, out_dir: Path, settings: SFTSettin
         per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.gradient_accumulation_steps,
         max_length=s.max_length, seed=s.seed, save_steps=s.save_steps, bf16=False, report_to=[],
         logging_steps=1, dataloader_num_workers=0, gradient_checkpointing=s.gradient_checkpointing,
+        lr_scheduler_type=s.lr_scheduler_type, warmup_steps=s.warmup_steps,
     )
     trainer = SFTTrainer(model=model_path, args=args, train_dataset=Dataset.from_list(examples),
                          processing_class=tok, peft_config=peft_config)
     trainer.train()
     final = Path(out_dir) / "final"
+    if s.lora:
+        trainer.model.save_pretrained(Path(out_dir) / "adapter")
     m = trainer.model.merge_and_unload() if s.lora else trainer.model
     m.save_pretrained(final)
     tok.save_pretrained(final)

@@ -29,13 +29,26 @@ _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 
 class TemplateTeacher(ScriptedLM):
     """``TemplateTeacher(claims)``: answers each claim (by the claim id of the row) with
-    its gold label, citing the gold evidence ids it has seen in the context."""
+    its gold label, citing the gold evidence ids it has seen in the context.
+
+    ``quote=True`` makes the reasoning quote the first cited sentence (up to
+    ``quote_words`` words) before the judgement, so the student learns to point at the
+    sentence its label rests on. ``gold_requery=False`` keeps every search honest: the
+    teacher searches once with the claim and answers from what it saw (a claim whose
+    evidence that search missed then ends NOT ENOUGH INFO, is not fully correct, and
+    ``select_correct`` drops it) instead of re-searching with the gold sentence's text,
+    a query the student could never have written.
+    """
 
     name = "template-teacher"
 
-    def __init__(self, claims: Sequence[Claim]) -> None:
+    def __init__(self, claims: Sequence[Claim], *, quote: bool = False, quote_words: int = 30,
+                 gold_requery: bool = True) -> None:
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
+        self.quote = quote
+        self.quote_words = quote_words
+        self.gold_requery = gold_requery
 
     def respond_row(self, context: str, meta: dict[str, Any]) -> str:
         claim = self.by_id.get(str(meta.get("claim_id")))
@@ -49,23 +62,45 @@ class TemplateTeacher(ScriptedLM):
         searches = after_prompt.count("<search>")
         if online and searches == 0:
             return f"<plan>Find what the literature says about the claim: {claim.text.strip()}</plan>\n<search>{claim.text.strip()}</search>"
-        if online and claim.label is not Label.NEI and len(gold) < len(claim.evidence) and searches < 3:
+        if (self.gold_requery and online and claim.label is not Label.NEI and len(gold) < len(claim.evidence)
+                and searches < 3):
             missing = next(e for e in claim.evidence if e.id not in shown)
             query = (missing.text or claim.text).strip()[:200]
             return f"<think>The results do not settle the claim yet.</think>\n<search>{query}</search>"
-        return self._answer(claim, gold)
+        return self._answer(claim, gold, self._shown_text(after_prompt) if self.quote else None)
 
-    @staticmethod
-    def _answer(claim: Claim, gold: list) -> str:
+    def _shown_text(self, after_prompt: str) -> dict[str, str]:
+        """``{id: sentence}`` of the ``[[id]]: text`` lines shown so far."""
+        out = {}
+        for line in after_prompt.splitlines():
+            m = re.match(r"\s*\[\[([^\[\]\n]+?)\]\]:\s*(.*)", line)
+            if m:
+                out[m.group(1)] = m.group(2).strip()
+        return out
+
+    def _quote(self, gold: list, shown: dict[str, str] | None) -> str:
+        if not shown or not gold:
+            return ""
+        words = (shown.get(gold[0].id) or gold[0].text or "").split()
+        if not words:
+            return ""
+        text = " ".join(words[: self.quote_words]) + (" …" if len(words) > self.quote_words else "")
+        return f'[[{gold[0].id}]] says: "{text}" '
+
+    def _answer(self, claim: Claim, gold: list, shown: dict[str, str] | None = None) -> str:
         ids = ", ".join(f"[[{e.id}]]" for e in gold)
+        quote = self._quote(gold, shown)
         if claim.label is Label.NEI or not gold:
-            reason = "The information does not say enough to confirm or deny the claim."
+            reason = ("None of the information states or contradicts what the claim says."
+                      if self.quote else "The information does not say enough to confirm or deny the claim.")
             label = Label.NEI if not gold else claim.label
         elif claim.label is Label.SUPPORT:
-            reason = f"The evidence {ids} states what the claim says, so it supports the claim."
+            reason = (f"{quote}This states what the claim says, so it supports the claim." if quote
+                      else f"The evidence {ids} states what the claim says, so it supports the claim.")
             label = claim.label
         else:
-            reason = f"The evidence {ids} contradicts the claim, so it refutes the claim."
+            reason = (f"{quote}This contradicts the claim, so it refutes the claim." if quote
+                      else f"The evidence {ids} contradicts the claim, so it refutes the claim.")
             label = claim.label
         cited = ids if label is not Label.NEI else ""
         return f"<think>{reason}</think>\n<answer>\nLabel: {label.value}\nEvidence: {cited}\n</answer>"
