@@ -177,7 +177,10 @@ def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: l
     results = {}
     for source in sources:
         _, held = _splits(out, source)
-        held = held[:limit] if limit else held
+        if limit:  # label-interleaved, so a limited run is as balanced as the part allows
+            from factrl.datasets.sampling import interleave_labels
+
+            held = interleave_labels(held)[:limit]
         index = load_index(indexes[source])
         for mode in modes:
             run = out / "eval" / tag / f"{source}-{mode}"
@@ -342,7 +345,7 @@ def main() -> int:
     ap.add_argument("--sources", default="scifact,feverous_s,climate_fever")
     ap.add_argument("--modes", default="offline,online")
     ap.add_argument("--eval-tokens", type=int, default=128)
-    ap.add_argument("--limit", type=int, default=None, help="eval: the first N held-out claims of each source")
+    ap.add_argument("--limit", type=int, default=None, help="eval: N label-interleaved held-out claims of each source")
     args = ap.parse_args()
     args.indexes = {**DEFAULT_INDEX, **dict(kv.split("=", 1) for kv in args.index)}
     counts = {"scifact": (110, 110), "feverous_s": (25, 25), "climate_fever": (25, 25)}
