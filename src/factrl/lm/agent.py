@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -116,7 +114,7 @@ def _is_complete(directory: Path) -> bool:
 
 def ensure_agent_model(asset_dir: Path | None = None) -> Path:
     """The cached merged model of the shipped agent (merged on first use, atomically)."""
-    from factrl.lm.embedded import cache_root, ensure_embedded_model
+    from factrl.lm.embedded import cache_root, ensure_embedded_model, publish_dir
 
     d = asset_dir or agent_asset_dir()
     manifest = agent_manifest(d)
@@ -129,23 +127,13 @@ def ensure_agent_model(asset_dir: Path | None = None) -> Path:
     model = AutoModelForCausalLM.from_pretrained(str(base))
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     merge_adapter(model, d)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{AGENT_NAME}-", dir=target.parent))
-    try:
-        tmp.chmod(0o755)
+
+    def fill(tmp: Path) -> None:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "factrl_agent.json").write_text(json.dumps({"adapter_sha256": manifest["sha256"]}) + "\n")
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not _is_complete(target):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+
+    return publish_dir(target, fill, _is_complete)
 
 
 def export_adapter(model_dir: Path, base_dir: Path, out_dir: Path, *, rank: int = 16,

@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ __all__ = [
     "embedded_model_dir",
     "ensure_embedded_model",
     "gguf_path",
+    "publish_dir",
 ]
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,28 @@ def _probe_logits(model: Any) -> Any:
         return model(torch.tensor([[1, 9690, 198, 2683, 359, 253]])).logits
 
 
+def publish_dir(target: Path, fill: Callable[[Path], None], is_complete: Callable[[Path], bool]) -> Path:
+    """Write a cache folder atomically: ``fill`` writes (and checks) a temporary folder
+    next to ``target``, which is then renamed into place; a crash or a failed check
+    leaves nothing behind, and a concurrent writer that finished first wins."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
+        fill(tmp)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            # Another process finished first; its copy is as good as ours.
+            if not is_complete(target):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
 def ensure_embedded_model() -> Path:
     """Return the cached safetensors directory of the embedded model, converting it first if needed.
 
@@ -160,10 +184,8 @@ def ensure_embedded_model() -> Path:
             "delete that directory and it will be rebuilt from the GGUF file"
         )
     model, tokenizer = _load_from_gguf()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_NAME}-", dir=target.parent))
-    try:
-        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
+
+    def fill(tmp: Path) -> None:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -179,15 +201,7 @@ def ensure_embedded_model() -> Path:
         source = gguf_path()
         manifest = {"source": str(source), "gguf_bytes": source.stat().st_size, "dtype": "float32"}
         (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            # Another process finished first; its copy is as good as ours.
-            if not _is_complete(target):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    publish_dir(target, fill, _is_complete)
     log.info("cached the embedded model at %s", target)
     return target
