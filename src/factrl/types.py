@@ -157,6 +157,9 @@ class Verdict(Record):
     format_ok: bool = False
     format_errors: list[str] = Field(default_factory=list)
     answered: bool = False
+    # Read from the model's label probabilities after the episode ended without an
+    # <answer> (factrl.forced); never format_ok.
+    forced: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -38,6 +38,17 @@ def test_verify_json(setup):
     assert out["claim"] == "Rivers flow to the sea."
     assert set(out) >= {"label", "evidence", "format_ok", "format_errors", "searches", "trajectory"}
     assert out["trajectory"]["turns"][0]["source"] == "model"
+    # A random model never answers in protocol: the verdict is forced, and says so.
+    assert out["forced"] and out["label"] in ("SUPPORT", "REFUTE", "NOT ENOUGH INFO") and not out["format_ok"]
+    shown = set(out["trajectory"]["retrieved_ids"])
+    assert all(e["id"] in shown for e in out["evidence"])
+    r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
+                            "--json", "--max-new-tokens", "8", "--no-force-answer"])
+    out = json.loads(r.stdout)
+    assert out["label"] is None and not out["forced"]
+    r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
+                            "--max-new-tokens", "8"])
+    assert "(forced: the model gave no <answer>" in r.stdout
 
 
 def test_verify_rejects_empty_claim(setup):

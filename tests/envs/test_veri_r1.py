@@ -171,3 +171,25 @@ def test_nei_claim_without_an_answer_gets_no_reward():
     (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [nei], lm)
     assert not traj.verdict.answered
     assert traj.reward.components["evidence"] == 0.0 and traj.reward.total == 0.0
+
+
+def test_short_prompt_keeps_the_protocol_and_a_bad_name_is_refused():
+    from factrl.envs import prompts
+
+    env = VeriR1Env(WordOverlapRetriever(PASSAGES), VeriR1Config(prompt="short", max_searches=2))
+    (msg,) = env.reset(CLAIM)
+    text = msg.content
+    assert text.endswith(f"Claim: {CLAIM.text}\n") and "at most two times" in text
+    for tag in ("<plan>", "<search>", "<think>", "<answer>", "SUPPORT", "REFUTE", "NOT ENOUGH INFO"):
+        assert tag in text
+    assert len(text) < len(prompts.VERI_R1_ONLINE) / 2
+    step = env.step("<plan>p</plan>\n<search>Nile flows</search>")
+    assert "[[nile_sentence_1]]" in step.observation
+    env.step("<think>t</think>\n<answer>\nLabel: SUPPORT\nEvidence: [[nile_sentence_1]]\n</answer>")
+    assert env.result().verdict.format_ok
+    off = VeriR1Env(None, VeriR1Config(mode="offline", prompt="short"),
+                    context=lambda c: [EvidenceRef(id="nile_sentence_1", text="It flows north.")])
+    (msg,) = off.reset(CLAIM)
+    assert "[[nile_sentence_1]]: It flows north." in msg.content and "<search>" not in msg.content
+    with pytest.raises(ValueError, match="prompt must be one of"):
+        VeriR1Config(prompt="tiny")

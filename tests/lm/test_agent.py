@@ -112,3 +112,26 @@ def test_export_command_writes_manifest_with_info(base, tmp_path):
     manifest = agent_manifest(tmp_path / "a")
     assert manifest["seed"] == 0 and manifest["adapter"]["rank"] == 4
     assert manifest["sha256"] == file_sha256(tmp_path / "a" / ADAPTER_FILE)
+
+
+def test_the_agents_own_environment_parameters_are_the_defaults(tmp_path, monkeypatch):
+    import hashlib
+
+    from factrl.cli._common import build_agent
+    from factrl.lm.agent import CONFIG_FILE, agent_params
+
+    d = tmp_path / "asset"
+    d.mkdir()
+    (d / ADAPTER_FILE).write_bytes(b"weights")
+    (d / CONFIG_FILE).write_text("{}")
+    (d / MANIFEST_FILE).write_text(json.dumps({
+        "sha256": hashlib.sha256(b"weights").hexdigest(),
+        "agent": {"name": "veri_r1", "params": {"prompt": "short", "max_observation_chars": 1200}}}))
+    monkeypatch.setenv("FACTRL_AGENT_DIR", str(d))
+    assert agent_params("factrl-agent", "veri_r1") == {"prompt": "short", "max_observation_chars": 1200}
+    assert agent_params("agent", "haris") == {} and agent_params("smollm2-base", "veri_r1") == {}
+    spec, make_env = build_agent("veri_r1", ["max_observation_chars=800"], mode="offline", model="factrl-agent")
+    assert spec.params == {"prompt": "short", "max_observation_chars": 800, "mode": "offline"}
+    assert make_env().config.prompt == "short"
+    spec, _ = build_agent("veri_r1", [], mode="offline", model="smollm2-base")
+    assert spec.params == {"mode": "offline"}

@@ -49,3 +49,14 @@ def test_quoting_teacher_cites_the_sentence_and_never_searches_with_gold_text():
     assert all(len(t.searches) == 1 for t in online)
     assert online[3].verdict.label.value == "NOT ENOUGH INFO"
     assert "m" not in [t.claim_id for t in select_correct(online)]
+
+
+def test_teacher_follows_the_short_prompt_in_both_settings():
+    short = lambda **kw: VeriR1Config(prompt="short", **kw)  # noqa: E731
+    offline = run_episodes(lambda: VeriR1Env(None, short(mode="offline")), CLAIMS, TemplateTeacher(CLAIMS, quote=True))
+    assert [t.claim_id for t in select_correct(offline)] == ["s", "r", "n"]
+    assert all(not t.searches for t in offline)
+    online = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES), short()), CLAIMS,
+                          TemplateTeacher(CLAIMS, quote=True, gold_requery=False))
+    assert [t.claim_id for t in select_correct(online)] == ["s", "r", "n"]
+    assert all(len(t.searches) == 1 and t.turns[0].text.startswith("<plan>") for t in online)

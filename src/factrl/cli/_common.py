@@ -168,9 +168,12 @@ def build_agent(
     mode: str | None = None,
     index: Any = None,
     context_sentences: int | None = 16,
+    model: str | None = None,
 ) -> tuple[Any, Callable[[], Any]]:
     """``(EnvSpec, factory)`` for ``--agent``/``--param``/``--mode`` over a loaded index
-    (or None); a bad name, parameter or missing dependency is a usage error naming it."""
+    (or None); a bad name, parameter or missing dependency is a usage error naming it.
+    With ``model`` the shipped agent, the parameters it was trained with (its manifest's)
+    are the defaults, so the spec recorded with a run says what actually ran."""
     from factrl.envs import EnvSpec, deps_from_index, env_factory, parse_params
     from factrl.registry import RegistryError
 
@@ -180,6 +183,13 @@ def build_agent(
         raise typer.BadParameter(str(exc), param_hint="--param") from None
     if mode is not None:
         values.setdefault("mode", mode)
+    if model is not None:
+        from factrl.lm.agent import AgentAssetError, agent_params
+
+        try:
+            values = {**agent_params(model, agent), **values}
+        except AgentAssetError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--model") from None
     spec = EnvSpec(name=agent, params=values)
     try:
         return spec, env_factory(spec, deps_from_index(index, context_sentences=context_sentences))

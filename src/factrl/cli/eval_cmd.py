@@ -84,7 +84,8 @@ def eval_(
         from factrl.retrieval.index import load_index
 
         idx = load_index(index)
-    spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
+    spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences,
+                                  model=model)
     scorer = build_scorer(reward, reward_param, make_env)
     lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)

@@ -30,6 +30,10 @@ def verify(
     temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
     max_new_tokens: int = typer.Option(384, help="Tokens per model turn."),
     seed: int = typer.Option(0),
+    force_answer: bool = typer.Option(
+        True, "--force-answer/--no-force-answer",
+        help="When the model ends without an <answer>, read a verdict from its label probabilities "
+             "(printed as forced; needs a local model)."),
 ) -> None:
     """Search the index, reason, and print the verdict with its evidence."""
     if not claim.strip():
@@ -48,17 +52,24 @@ def verify(
     from factrl.types import Claim
 
     idx = load_index(index)
-    _, make_env = build_agent(agent, param, mode=mode, index=idx)
+    _, make_env = build_agent(agent, param, mode=mode, index=idx, model=model)
     lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
     (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg, lms=roles or None)
+    if force_answer:
+        from factrl.forced import force_answers
+
+        (forced,) = force_answers([traj], lm)
+        if forced is not None:
+            traj = traj.model_copy(update={"verdict": forced})
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
     if json_out:
         out = {
             "claim": claim,
             "label": traj.verdict.label.value if traj.verdict.label else None,
             "evidence": evidence,
+            "forced": traj.verdict.forced,
             "format_ok": traj.verdict.format_ok,
             "format_errors": traj.verdict.format_errors,
             "searches": traj.searches,
@@ -69,7 +80,8 @@ def verify(
         typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
         return
     typer.echo(f"Claim:    {claim}")
-    typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}")
+    forced_note = " (forced: the model gave no <answer>; read from its label probabilities)" if traj.verdict.forced else ""
+    typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}{forced_note}")
     typer.echo("Evidence:" + ("" if evidence else " (none cited)"))
     for e in evidence:
         typer.echo(f"  [[{e['id']}]] {e['text'] if e['text'] is not None else '(id not in the index)'}")

@@ -6,6 +6,7 @@ verdict with its evidence, how many it got right, and a summary."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -21,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="'factrl-agent' (the trained embedded agent), 'smollm2-base' (untrained), a local path "
                          "or a hub id")
     ap.add_argument("--limit", type=int, default=None, help="only the first N claims")
+    ap.add_argument("--no-force-answer", dest="force_answer", action="store_false",
+                    help="leave a claim without a verdict when the model gives no <answer> (default: force one, "
+                         "read from the model's label probabilities, and mark it)")
     args = ap.parse_args(argv)
     from factrl.lm.loader import is_packaged
 
@@ -57,27 +61,43 @@ def main(argv: list[str] | None = None) -> int:
     lm = load_lm(args.model)
     print(f"loaded in {time.perf_counter() - t0:.1f}s; verifying {len(claims)} claims", flush=True)
 
+    from factrl.lm.agent import agent_params
+
+    spec = EnvSpec(name="veri_r1", params=agent_params(args.model, "veri_r1"))  # the shipped agent's own settings
     run_dir = args.out / "run"
     shutil.rmtree(run_dir, ignore_errors=True)  # the demo always starts fresh
     metrics = evaluate(
         claims,
-        env_factory(EnvSpec(name="veri_r1"), deps_from_index(index)),
+        env_factory(spec, deps_from_index(index)),
         lm,
         run_dir,
         rollout=RolloutConfig(temperature=0.0, max_new_tokens=256, batch_size=len(claims)),
-        run_info={"dataset": "demo", "model": args.model},
+        run_info={"dataset": "demo", "model": args.model, "agent": spec.model_dump(mode="json")},
     )
 
     from factrl.evaluate import read_trajectories
 
     by_id = {t.claim_id: t for t in read_trajectories(run_dir / "trajectories.jsonl")}
+    forced: dict = {}
+    if args.force_answer:  # a verdict for every claim: unanswered episodes get a forced one, marked
+        from factrl.forced import force_answers
+
+        trajs = list(by_id.values())
+        forced = {t.claim_id: v for t, v in zip(trajs, force_answers(trajs, lm)) if v is not None}
+        with open(run_dir / "forced.jsonl", "w") as fh:
+            for cid, v in forced.items():
+                fh.write(json.dumps({"claim_id": cid, "verdict": v.model_dump(mode="json")}) + "\n")
     best = index.search([c.text for c in claims], 1)
-    right = 0
+    right = right_forced = 0
     for claim, top in zip(claims, best):
         t = by_id[claim.id]
-        right += claim.label is not None and t.verdict.label == claim.label
-        v = t.verdict
+        v = forced.get(claim.id, t.verdict)
+        ok = claim.label is not None and v.label == claim.label
+        right += ok
+        right_forced += ok and v.forced
         got = v.label.value if v.label else "(no verdict: the model did not follow the answer protocol)"
+        if v.forced:
+            got += "  (forced: no <answer> in the episode; read from the model's label probabilities)"
         mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
         print(f"\n{mark} [{claim.id}] {claim.text}")
         print(f"    gold: {claim.label.value if claim.label else '-'}   verdict: {got}")
@@ -94,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
             p = top[0].passage
             print(f"    index's best match: [[{p.sentence_ids[0]}]] {p.sentences[0]}")
     labelled = sum(c.label is not None for c in claims)
-    answered = sum(by_id[c.id].verdict.label is not None for c in claims)
-    print(f"\n{args.model}: a verdict for {answered} of {len(claims)} claims; {right} of {labelled} right")
+    answered = sum(forced.get(c.id, by_id[c.id].verdict).label is not None for c in claims)
+    print(f"\n{args.model}: a verdict for {answered} of {len(claims)} claims ({len(forced)} forced); "
+          f"{right} of {labelled} right ({right_forced} of them forced)")
     print("summary: " + format_summary_line(metrics))
     if not metrics.get("format_ok_rate"):
         print("note: this model does not follow the Veri-R1 tag protocol; the default --model factrl-agent "

@@ -73,6 +73,42 @@ Verify the claim:
 </information>
 """
 
+# The same protocol, short: for small models whose context and compute the paper's
+# ~440-token instructions would dominate (not the published prompts; results with them are
+# not comparable with the papers' numbers).
+VERI_R1_ONLINE_SHORT = """Verify the claim. Protocol:
+<plan>your strategy</plan> once, first.
+<search>a query</search> to search, at most {max_searches} times; results come as <information> lines [[id]]: text.
+<think>your reasoning</think> after each <information>.
+<answer>
+Label: SUPPORT / REFUTE / NOT ENOUGH INFO
+Evidence: [[id]], [[id]]
+</answer> once, at the end.
+SUPPORT: the evidence confirms the claim. REFUTE: the evidence contradicts the claim. NOT ENOUGH INFO: the evidence cannot decide.
+
+Claim: {claim}
+"""
+
+VERI_R1_OFFLINE_SHORT = """Verify the claim from the information. Protocol:
+<think>your reasoning</think>
+<answer>
+Label: SUPPORT / REFUTE / NOT ENOUGH INFO
+Evidence: [[id]], [[id]]
+</answer> once, at the end.
+SUPPORT: the evidence confirms the claim. REFUTE: the evidence contradicts the claim. NOT ENOUGH INFO: the evidence cannot decide.
+
+Claim: {claim}
+
+<information>
+{evidence}
+</information>
+"""
+
+VERI_R1_PROMPTS = {
+    "paper": {"online": VERI_R1_ONLINE, "offline": VERI_R1_OFFLINE},
+    "short": {"online": VERI_R1_ONLINE_SHORT, "offline": VERI_R1_OFFLINE_SHORT},
+}
+
 # Appended after the last allowed search's results (the paper: once the search budget is
 # spent the model must answer).
 BUDGET_SPENT = "\n\nThe search budget is spent. Reason in <think> if needed, then give your final <answer>.\n\n"

@@ -34,10 +34,15 @@ class VeriR1Config:
     max_observation_chars: int = 3000  # ~768 tokens, the paper's max observation length
     max_query_chars: int = 500
     shuffle_offline_evidence: bool = True
+    # "paper": the released prompts word for word; "short": the same protocol in ~110
+    # tokens instead of ~440 (what the shipped embedded agent is trained and run with).
+    prompt: Literal["paper", "short"] = "paper"
 
     def __post_init__(self) -> None:
         if self.mode not in ("online", "offline"):
             raise ValueError(f"Veri-R1 mode must be 'online' or 'offline', got {self.mode!r}")
+        if self.prompt not in prompts.VERI_R1_PROMPTS:
+            raise ValueError(f"Veri-R1 prompt must be one of {sorted(prompts.VERI_R1_PROMPTS)}, got {self.prompt!r}")
 
 
 def render_information(hits: Sequence[Hit], max_chars: int) -> tuple[str, list[str]]:
@@ -119,13 +124,13 @@ class VeriR1Env:
         self._search_seconds = 0.0
         self._done = False
         if self.config.mode == "online":
-            content = prompts.VERI_R1_ONLINE.format(
+            content = prompts.VERI_R1_PROMPTS[self.config.prompt]["online"].format(
                 claim=claim.text.strip(), max_searches=_number_word(self.config.max_searches)
             )
         else:
             evidence = self._offline_evidence(claim)
             self._retrieved = [e.id for e in evidence]
-            content = prompts.VERI_R1_OFFLINE.format(
+            content = prompts.VERI_R1_PROMPTS[self.config.prompt]["offline"].format(
                 claim=claim.text.strip(),
                 evidence="\n".join(f"[[{e.id}]]: {e.text or ''}" for e in evidence),
             )

@@ -79,6 +79,21 @@ def agent_manifest(asset_dir: Path | None = None) -> dict[str, Any]:
     return manifest
 
 
+def agent_params(model: str, agent: str, asset_dir: Path | None = None) -> dict[str, Any]:
+    """The environment parameters the shipped agent was trained with (its manifest's
+    ``agent.params``, e.g. the short prompt) when ``model`` names it and ``agent`` is the
+    environment it was trained for; ``{}`` otherwise. Callers use them as defaults, so an
+    explicit ``--param`` still wins."""
+    from factrl.lm.loader import AGENT_ALIASES
+
+    if not isinstance(model, str) or model.strip().lower() not in AGENT_ALIASES:
+        return {}
+    spec = agent_manifest(asset_dir).get("agent") or {}
+    if spec.get("name") != agent:
+        return {}
+    return dict(spec.get("params") or {})
+
+
 def merge_adapter(model: Any, adapter_dir: Path) -> int:
     """Add the LoRA product of ``adapter_dir`` into ``model``'s weights in place; returns
     the number of layers changed. Every adapter tensor must find its layer."""

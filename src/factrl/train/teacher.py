@@ -54,9 +54,10 @@ class TemplateTeacher(ScriptedLM):
         claim = self.by_id.get(str(meta.get("claim_id")))
         if claim is None or claim.label is None:
             return "<answer>\nLabel: NOT ENOUGH INFO\nEvidence: \n</answer>"
-        online = "<search>…</search>" in context
+        # The prompt's protocol description (before the claim) offers <search> only online.
+        before_claim, _, after_prompt = context.partition(claim.text.strip())
+        online = "<search>" in before_claim
         # What the environment showed after the prompt's own protocol description.
-        after_prompt = context.split(claim.text.strip(), 1)[-1]
         shown = set(_SHOWN.findall(after_prompt))
         gold = [e for e in claim.evidence if e.id in shown]
         searches = after_prompt.count("<search>")
