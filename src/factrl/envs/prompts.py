@@ -76,11 +76,7 @@ Verify the claim:
 # The same protocol, short: for small models whose context and compute the paper's
 # ~440-token instructions would dominate (not the published prompts; results with them are
 # not comparable with the papers' numbers).
-VERI_R1_ONLINE_SHORT = """Verify the claim. Protocol:
-<plan>your strategy</plan> once, first.
-<search>a query</search> to search, at most {max_searches} times; results come as <information> lines [[id]]: text.
-<think>your reasoning</think> after each <information>.
-<answer>
+_SHORT_ANSWER = """<answer>
 Label: SUPPORT / REFUTE / NOT ENOUGH INFO
 Evidence: [[id]], [[id]]
 </answer> once, at the end.
@@ -89,16 +85,15 @@ SUPPORT: the evidence confirms the claim. REFUTE: the evidence contradicts the c
 Claim: {claim}
 """
 
+VERI_R1_ONLINE_SHORT = """Verify the claim. Protocol:
+<plan>your strategy</plan> once, first.
+<search>a query</search> to search, at most {max_searches} times; results come as <information> lines [[id]]: text.
+<think>your reasoning</think> after each <information>.
+""" + _SHORT_ANSWER
+
 VERI_R1_OFFLINE_SHORT = """Verify the claim from the information. Protocol:
 <think>your reasoning</think>
-<answer>
-Label: SUPPORT / REFUTE / NOT ENOUGH INFO
-Evidence: [[id]], [[id]]
-</answer> once, at the end.
-SUPPORT: the evidence confirms the claim. REFUTE: the evidence contradicts the claim. NOT ENOUGH INFO: the evidence cannot decide.
-
-Claim: {claim}
-
+""" + _SHORT_ANSWER + """
 <information>
 {evidence}
 </information>
