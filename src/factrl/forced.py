@@ -23,10 +23,11 @@ from factrl.labels import Label
 from factrl.lm.base import GenerationConfig
 from factrl.types import Trajectory, Verdict
 
-__all__ = ["ANSWER_OPENING", "FORCED_ERROR", "can_force", "force_answers"]
+__all__ = ["ANSWER_OPENING", "FORCED_ERROR", "FORCED_NOTE", "can_force", "force_answers", "with_forced"]
 
 ANSWER_OPENING = "\n<answer>\nLabel:"
 FORCED_ERROR = "forced: the episode ended without a labelled <answer>; the label was read from the model's label probabilities"
+FORCED_NOTE = "(forced: no labelled <answer> in the episode; read from the model's label probabilities)"
 LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 
 
@@ -81,3 +82,9 @@ def force_answers(trajectories: Sequence[Trajectory], lm: object, *, evidence_to
         out[i] = Verdict(label=label, evidence_ids=evidence, format_ok=False,
                          format_errors=[*t.verdict.format_errors, FORCED_ERROR], answered=True, forced=True)
     return out
+
+
+def with_forced(trajectories: Sequence[Trajectory], lm: object) -> list[Trajectory]:
+    """The trajectories, each episode without a label carrying its forced verdict."""
+    return [t if v is None else t.model_copy(update={"verdict": v})
+            for t, v in zip(trajectories, force_answers(trajectories, lm))]

@@ -48,7 +48,7 @@ def test_verify_json(setup):
     assert out["label"] is None and not out["forced"]
     r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
                             "--max-new-tokens", "8"])
-    assert "(forced: the model gave no labelled <answer>" in r.stdout
+    assert "(forced: no labelled <answer> in the episode" in r.stdout
 
 
 def test_verify_rejects_empty_claim(setup):

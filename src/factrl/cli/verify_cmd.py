@@ -32,7 +32,7 @@ def verify(
     seed: int = typer.Option(0),
     force_answer: bool = typer.Option(
         True, "--force-answer/--no-force-answer",
-        help="When the model ends without an <answer>, read a verdict from its label probabilities "
+        help="When the model ends without a labelled <answer>, read a verdict from its label probabilities "
              "(printed as forced; needs a local model)."),
 ) -> None:
     """Search the index, reason, and print the verdict with its evidence."""
@@ -58,11 +58,9 @@ def verify(
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
     (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg, lms=roles or None)
     if force_answer:
-        from factrl.forced import force_answers
+        from factrl.forced import with_forced
 
-        (forced,) = force_answers([traj], lm)
-        if forced is not None:
-            traj = traj.model_copy(update={"verdict": forced})
+        (traj,) = with_forced([traj], lm)
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
     if json_out:
         out = {
@@ -80,7 +78,9 @@ def verify(
         typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
         return
     typer.echo(f"Claim:    {claim}")
-    forced_note = " (forced: the model gave no labelled <answer>; read from its label probabilities)" if traj.verdict.forced else ""
+    from factrl.forced import FORCED_NOTE
+
+    forced_note = f" {FORCED_NOTE}" if traj.verdict.forced else ""
     typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}{forced_note}")
     typer.echo("Evidence:" + ("" if evidence else " (none cited)"))
     for e in evidence:

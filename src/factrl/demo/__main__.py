@@ -77,27 +77,27 @@ def main(argv: list[str] | None = None) -> int:
 
     from factrl.evaluate import read_trajectories
 
-    by_id = {t.claim_id: t for t in read_trajectories(run_dir / "trajectories.jsonl")}
-    forced: dict = {}
-    if args.force_answer:  # a verdict for every claim: unanswered episodes get a forced one, marked
-        from factrl.forced import force_answers
+    from factrl.forced import FORCED_NOTE, with_forced
 
-        trajs = list(by_id.values())
-        forced = {t.claim_id: v for t, v in zip(trajs, force_answers(trajs, lm)) if v is not None}
-        with open(run_dir / "forced.jsonl", "w") as fh:
-            for cid, v in forced.items():
-                fh.write(json.dumps({"claim_id": cid, "verdict": v.model_dump(mode="json")}) + "\n")
+    trajs = read_trajectories(run_dir / "trajectories.jsonl")
+    if args.force_answer:  # a verdict for every claim: unanswered episodes get a forced one, marked
+        trajs = with_forced(trajs, lm)
+    by_id = {t.claim_id: t for t in trajs}
+    forced = [t for t in trajs if t.verdict.forced]
+    with open(run_dir / "forced.jsonl", "w") as fh:
+        for t in forced:
+            fh.write(json.dumps({"claim_id": t.claim_id, "verdict": t.verdict.model_dump(mode="json")}) + "\n")
     best = index.search([c.text for c in claims], 1)
     right = right_forced = 0
     for claim, top in zip(claims, best):
         t = by_id[claim.id]
-        v = forced.get(claim.id, t.verdict)
+        v = t.verdict
         ok = claim.label is not None and v.label == claim.label
         right += ok
         right_forced += ok and v.forced
         got = v.label.value if v.label else "(no verdict: the model did not follow the answer protocol)"
         if v.forced:
-            got += "  (forced: no labelled <answer> in the episode; read from the model's label probabilities)"
+            got += f"  {FORCED_NOTE}"
         mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
         print(f"\n{mark} [{claim.id}] {claim.text}")
         print(f"    gold: {claim.label.value if claim.label else '-'}   verdict: {got}")
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             p = top[0].passage
             print(f"    index's best match: [[{p.sentence_ids[0]}]] {p.sentences[0]}")
     labelled = sum(c.label is not None for c in claims)
-    answered = sum(forced.get(c.id, by_id[c.id].verdict).label is not None for c in claims)
+    answered = sum(by_id[c.id].verdict.label is not None for c in claims)
     print(f"\n{args.model}: a verdict for {answered} of {len(claims)} claims ({len(forced)} forced); "
           f"{right} of {labelled} right ({right_forced} of them forced)")
     print("summary: " + format_summary_line(metrics))
