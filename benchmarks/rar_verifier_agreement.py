@@ -18,7 +18,11 @@ agrees on 50 % of these balanced pairs.
         [--model smollm2] [--n 100] [--rating | --choice] [--json out.json]
 
 ``--choice`` scores the two answers of Figure 9's format as continuations instead of
-generating (``verify_by_choice``; no parse failures possible).
+generating (``verify_by_choice``; no parse failures possible). It also reports the
+logprob margins (answer 1 − answer 0): their ROC AUC against gold (0.5 = no signal),
+the margin that maximises agreement on each dataset, and that margin applied to the
+*other* dataset (a calibration that was not fitted on the pairs it is scored on: the
+``margin`` parameter of the ``rar`` reward in choice mode). ``--margin M`` scores with M.
 """
 
 from __future__ import annotations
@@ -71,14 +75,38 @@ def _balanced(by: dict, n: int, seed: int) -> list:
     return out
 
 
-def evaluate(lm, pairs, *, rating: bool, batch: int, max_new_tokens: int, choice: bool = False) -> dict:
+def auc(margins: list[float], gold: list[int]) -> float | None:
+    """ROC AUC of the margin as a score for gold 1 (ties count half)."""
+    pos = [m for m, g in zip(margins, gold) if g == 1]
+    neg = [m for m, g in zip(margins, gold) if g == 0]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def agreement_at(margins: list[float], gold: list[int], t: float) -> float:
+    return sum(int(m >= t) == g for m, g in zip(margins, gold)) / len(gold)
+
+
+def best_margin(margins: list[float], gold: list[int]) -> tuple[float, float]:
+    """The threshold (midpoints between sorted margins) with the highest agreement."""
+    ms = sorted(set(margins))
+    cands = [ms[0] - 1.0] + [(a + b) / 2 for a, b in zip(ms, ms[1:])] + [ms[-1] + 1.0]
+    best = max(cands, key=lambda t: (agreement_at(margins, gold, t), -abs(t)))
+    return best, agreement_at(margins, gold, best)
+
+
+def evaluate(lm, pairs, *, rating: bool, batch: int, max_new_tokens: int, choice: bool = False,
+             margin: float = 0.0) -> dict:
     t0 = time.perf_counter()
     outs = []
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, temperature=0.0)
     for i in range(0, len(pairs), batch):
         rows = pairs[i : i + batch]
         args = ([PROMPT] * len(rows), [r[0] for r in rows], [r[1] for r in rows])
-        outs += verify_by_choice(lm, *args) if choice else verify(lm, *args, rating=rating, config=cfg)
+        outs += (verify_by_choice(lm, *args, margin=margin) if choice
+                 else verify(lm, *args, rating=rating, config=cfg))
         print(f"  {len(outs)}/{len(pairs)} pairs, {time.perf_counter() - t0:.0f} s", flush=True)
     wall = time.perf_counter() - t0
     threshold = 5 if rating else 1  # rating: > 5 reads as "no error" (the guide's 6-10)
@@ -88,7 +116,16 @@ def evaluate(lm, pairs, *, rating: bool, batch: int, max_new_tokens: int, choice
     neg = [p for p, g in parsed if g == 0]
     agree = sum(int(p) == g for p, g in parsed)
     errors = Counter((o.error or "").split(":")[0][:40] for o in outs if o.score is None)
+    extra = {}
+    if choice:
+        ms = [o.margin for o in outs]
+        gold = [g for _, _, g in pairs]
+        if all(m is not None for m in ms) and ms:
+            t, acc = best_margin(ms, gold)
+            extra = {"margin": margin, "margins": ms, "gold": gold, "margin_auc": auc(ms, gold),
+                     "best_margin": t, "agreement_at_best_margin": acc}
     return {
+        **extra,
         "pairs": len(pairs),
         "parsed": len(parsed),
         "parse_failures": len(pairs) - len(parsed),
@@ -113,6 +150,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--rating", action="store_true")
     ap.add_argument("--choice", action="store_true", help="score the two answers instead of generating (binary)")
+    ap.add_argument("--margin", type=float, default=0.0, help="choice mode: the margin SCORE 1 needs")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     lm = load_lm(args.model)
@@ -122,8 +160,18 @@ def main() -> None:
     for name, make in (("scifact", scifact_pairs), ("climate_fever", climate_fever_pairs)):
         pairs = make(args.data, args.n, args.seed)
         result["datasets"][name] = evaluate(lm, pairs, rating=args.rating, batch=args.batch,
-                                            max_new_tokens=args.max_new_tokens, choice=args.choice)
+                                            max_new_tokens=args.max_new_tokens, choice=args.choice,
+                                            margin=args.margin)
         print(name, json.dumps(result["datasets"][name]), flush=True)
+    ds = result["datasets"]
+    if args.choice and all("best_margin" in d for d in ds.values()):
+        # Each dataset's best margin applied to the other one: an out-of-sample calibration.
+        (a, da), (b, db) = ds.items()
+        result["cross_calibration"] = {
+            f"{a}->{b}": {"margin": da["best_margin"], "agreement": agreement_at(db["margins"], db["gold"], da["best_margin"])},
+            f"{b}->{a}": {"margin": db["best_margin"], "agreement": agreement_at(da["margins"], da["gold"], db["best_margin"])},
+        }
+        print("cross_calibration", json.dumps(result["cross_calibration"]), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

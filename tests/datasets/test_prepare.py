@@ -1,4 +1,5 @@
 import json
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,6 +61,18 @@ def test_limit_caps_the_training_part_only(data: DataSettings, tmp_path: Path) -
     assert ids(held_out) == ids(full_held)
     assert _read(tmp_path / "capped" / TRAIN_IDS) == ids(train)
     assert prepare_splits(replace(data, limit=4), tmp_path / "capped") == (train, held_out)
+
+
+def test_held_out_limit_caps_the_evaluated_part_keeping_label_shares(data: DataSettings, tmp_path: Path) -> None:
+    full_train, full_held = prepare_splits(replace(data, held_out_fraction=0.5), tmp_path / "full")
+    train, held_out = prepare_splits(replace(data, held_out_fraction=0.5, held_out_limit=6), tmp_path / "capped")
+    assert ids(train) == ids(full_train)  # the claims left out are not trained on either
+    assert len(held_out) == 6 and set(ids(held_out)) <= set(ids(full_held))
+    assert sorted(Counter(c.label for c in held_out).values()) == [2, 2, 2]
+    assert _read(tmp_path / "capped" / HELD_OUT_IDS) == ids(held_out)
+    assert prepare_splits(replace(data, held_out_fraction=0.5, held_out_limit=50), tmp_path / "big")[1] == full_held
+    with pytest.raises(ValueError, match="held_out_limit must be >= 1"):
+        prepare_splits(replace(data, held_out_limit=0), tmp_path / "zero")
 
 
 def test_recorded_ids_missing_from_the_dataset_raise(data: DataSettings, tmp_path: Path) -> None:

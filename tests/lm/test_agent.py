@@ -126,7 +126,8 @@ def test_the_agents_own_environment_parameters_are_the_defaults(tmp_path, monkey
     (d / CONFIG_FILE).write_text("{}")
     (d / MANIFEST_FILE).write_text(json.dumps({
         "sha256": hashlib.sha256(b"weights").hexdigest(),
-        "agent": {"name": "veri_r1", "params": {"prompt": "short", "max_observation_chars": 1200}}}))
+        "agent": {"name": "veri_r1", "context_sentences": 6,
+                  "params": {"prompt": "short", "max_observation_chars": 1200}}}))
     monkeypatch.setenv("FACTRL_AGENT_DIR", str(d))
     assert agent_params("factrl-agent", "veri_r1") == {"prompt": "short", "max_observation_chars": 1200}
     assert agent_params("agent", "haris") == {} and agent_params("smollm2-base", "veri_r1") == {}
@@ -135,3 +136,25 @@ def test_the_agents_own_environment_parameters_are_the_defaults(tmp_path, monkey
     assert make_env().config.prompt == "short"
     spec, _ = build_agent("veri_r1", [], mode="offline", model="smollm2-base")
     assert spec.params == {"mode": "offline"}
+
+
+def test_the_agents_own_context_size_is_the_default(tmp_path, monkeypatch):
+    import hashlib
+
+    from factrl.cli._common import resolve_context_sentences
+    from factrl.lm.agent import CONFIG_FILE, agent_context_sentences
+
+    d = tmp_path / "asset"
+    d.mkdir()
+    (d / ADAPTER_FILE).write_bytes(b"weights")
+    (d / CONFIG_FILE).write_text("{}")
+    (d / MANIFEST_FILE).write_text(json.dumps({"sha256": hashlib.sha256(b"weights").hexdigest(),
+                                               "agent": {"name": "veri_r1", "context_sentences": 6}}))
+    monkeypatch.setenv("FACTRL_AGENT_DIR", str(d))
+    assert agent_context_sentences("factrl-agent", "veri_r1") == 6
+    assert agent_context_sentences("factrl-agent", "haris") is None
+    assert agent_context_sentences("smollm2-base", "veri_r1") is None
+    assert resolve_context_sentences(None, "factrl-agent", "veri_r1") == 6
+    assert resolve_context_sentences(9, "factrl-agent", "veri_r1") == 9  # an explicit value wins
+    assert resolve_context_sentences(None, "smollm2-base", "veri_r1") == 16
+    assert resolve_context_sentences(None, None, "veri_r1") == 16

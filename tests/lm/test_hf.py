@@ -71,6 +71,22 @@ def test_batched_scoring_matches_single_rows(lm, prompts):
     assert lm.score(prompts[2:], [[]]) == [0.0]
 
 
+def test_shared_prefix_scoring_matches_the_repeated_prompt(lm, prompts):
+    conts = [lm.encode(" yes"), lm.encode(" no, not at all"), [], lm.encode(" maybe so")]
+    shared = lm.shared_prefix_logprobs(prompts[1], conts)
+    plain = lm.batch_token_logprobs([prompts[1]] * len(conts), conts, temperature=1.0)
+    for s_row, p_row in zip(shared, plain):
+        assert s_row == pytest.approx(p_row, abs=1e-4)
+    assert shared[2] == []
+    # score() takes the shared path for repeated prompts, the plain one for the rest.
+    mixed_p = [prompts[1], prompts[0], prompts[1], prompts[1]]
+    mixed_c = [conts[0], conts[1], conts[1], []]
+    want = [sum(r) for r in lm.batch_token_logprobs(mixed_p, mixed_c, 1.0)]
+    assert lm.score(mixed_p, mixed_c) == pytest.approx(want, abs=1e-4)
+    with pytest.raises(ValueError, match="2 prompts but 1 completions"):
+        lm.score(prompts[:2], [conts[0]])
+
+
 def test_score_uses_temperature_one(lm, prompts):
     cont = lm.encode(" the river")
     at_one = lm.token_logprobs(prompts[0], cont, temperature=1.0)

@@ -182,6 +182,18 @@ def test_choice_mode_picks_the_more_probable_answer_and_counts_backend_failures(
                             [["e"]] * 3)
     assert [o.score for o in outs] == [1, 0, None]
     assert outs[0].raw == CHOICES[1] and "LM failed: TimeoutError" in outs[2].error
+    assert [o.margin for o in outs] == [4.0, -7.0, None]
+    # A calibration margin: answer 1 must be ahead by at least that much.
+    strict = verify_by_choice(Scorer(lambda c: ""), ["p"] * 2, ["Earth is round.", "Mars is a star."], [["e"]] * 2,
+                              margin=4.5)
+    assert [o.score for o in strict] == [0, 0]
+    lenient = verify_by_choice(Scorer(lambda c: ""), ["p"], ["Mars is a star."], [["e"]], margin=-7.0)
+    assert [o.score for o in lenient] == [1]
+    with pytest.raises(ValueError, match="finite"):
+        verify_by_choice(Scorer(lambda c: ""), ["p"], ["x"], [["e"]], margin=float("nan"))
+    from factrl.rewards import build_reward
     with pytest.raises(ValueError, match="mode"):
-        from factrl.rewards import build_reward
         build_reward("rar_rating").configure({"mode": "choice"})
+    with pytest.raises(ValueError, match="margin applies to mode='choice'"):
+        build_reward("rar").configure({"margin": 1.0})
+    assert build_reward("rar").configure({"mode": "choice", "margin": 2.5}).margin == 2.5

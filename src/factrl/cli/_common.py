@@ -88,7 +88,8 @@ def offline_context(index: Any, max_sentences: int | None = 16) -> Callable[[Any
 
 
 CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the cited documents "
-                          "(the gold evidence is always added); the CPU presets use 6.")
+                          "(the gold evidence is always added); default 16, or the shipped agent's own (6) "
+                          "with --model factrl-agent; the CPU presets use 6.")
 
 
 AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, rar, and the baselines "
@@ -159,6 +160,26 @@ def load_role_models(roles: dict[str, str], base_url: str | None, lm_cache: Path
         except LMLoadError as exc:
             raise typer.BadParameter(str(exc), param_hint="--role-model") from None
     return out
+
+
+DEFAULT_CONTEXT_SENTENCES = 16
+
+
+def resolve_context_sentences(value: int | None, model: str | None, agent: str) -> int:
+    """``--context-sentences`` when given; else the shipped agent's own (its manifest's,
+    when ``model`` is that agent and ``agent`` its environment); else 16."""
+    if value is not None:
+        return value
+    if model is not None:
+        from factrl.lm.agent import AgentAssetError, agent_context_sentences
+
+        try:
+            own = agent_context_sentences(model, agent)
+        except AgentAssetError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--model") from None
+        if own:
+            return own
+    return DEFAULT_CONTEXT_SENTENCES
 
 
 def build_agent(

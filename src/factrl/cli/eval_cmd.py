@@ -55,7 +55,7 @@ def eval_(
     seed: int = typer.Option(0),
     skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows."),
     force: bool = typer.Option(False, help="Reuse a run directory made with other settings."),
-    context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
+    context_sentences: int = typer.Option(None, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
     verifier: str = typer.Option(None, "--verifier", help=VERIFIER_HELP),
 ) -> None:
     """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
@@ -67,7 +67,7 @@ def eval_(
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from factrl.cli._common import (build_agent, build_scorer, index_info, lm_options, load_role_models,
-                                    require_claims, select_claims)
+                                    require_claims, resolve_context_sentences, select_claims)
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
@@ -84,6 +84,7 @@ def eval_(
         from factrl.retrieval.index import load_index
 
         idx = load_index(index)
+    context_sentences = resolve_context_sentences(context_sentences, model, agent)
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences,
                                   model=model)
     scorer = build_scorer(reward, reward_param, make_env)

@@ -45,14 +45,15 @@ def verify(
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import build_agent, lm_options, load_role_models
+    from factrl.cli._common import build_agent, lm_options, load_role_models, resolve_context_sentences
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig, run_episodes
     from factrl.types import Claim
 
     idx = load_index(index)
-    _, make_env = build_agent(agent, param, mode=mode, index=idx, model=model)
+    _, make_env = build_agent(agent, param, mode=mode, index=idx, model=model,
+                              context_sentences=resolve_context_sentences(None, model, agent))
     lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)

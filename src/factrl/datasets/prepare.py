@@ -32,6 +32,7 @@ class DataSettings:
     held_out_fraction: float = 0.2  # evaluated before/after, never trained on
     split_seed: int = 0
     limit: int | None = None  # cap on training claims (after the held-out split)
+    held_out_limit: int | None = None  # cap on held-out claims evaluated (evenly spaced, label shares kept)
     skip_bad_rows: bool = False
 
 
@@ -95,7 +96,9 @@ def prepare_splits(data: DataSettings, out_dir: Path) -> tuple[list[Claim], list
 
     The first call loads ``data.dataset``, keeps labelled non-empty claims, splits off
     ``held_out_fraction`` (stratified by label, seeded with ``split_seed``), caps the
-    training part at ``limit`` and writes both id lists. Later calls read those lists back
+    training part at ``limit`` and the held-out part at ``held_out_limit`` (evenly spaced
+    through the label-grouped held-out part, so label shares are kept; the claims left out
+    are trained on neither) and writes both id lists. Later calls read those lists back
     and return the same claims in the same order; the files are never rewritten. Raises
     :class:`SplitMismatchError` when the recorded ids are not all in the dataset.
     """
@@ -118,6 +121,12 @@ def prepare_splits(data: DataSettings, out_dir: Path) -> tuple[list[Claim], list
     train, held_out = split_claims(usable, test_fraction=data.held_out_fraction, seed=data.split_seed)
     if data.limit is not None:
         train = train[: data.limit]
+    if data.held_out_limit is not None:
+        if data.held_out_limit < 1:
+            raise ValueError(f"held_out_limit must be >= 1, got {data.held_out_limit}")
+        n = len(held_out)
+        if data.held_out_limit < n:
+            held_out = [held_out[i * n // data.held_out_limit] for i in range(data.held_out_limit)]
     if not train:
         raise ValueError("no training claims left after the held-out split and filters")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -94,6 +94,19 @@ def agent_params(model: str, agent: str, asset_dir: Path | None = None) -> dict[
     return dict(spec.get("params") or {})
 
 
+def agent_context_sentences(model: str, agent: str, asset_dir: Path | None = None) -> int | None:
+    """The offline context size (sentences of the cited documents) the shipped agent was
+    trained with (its manifest's ``agent.context_sentences``) when ``model`` names it and
+    ``agent`` is its environment; None otherwise."""
+    from factrl.lm.loader import AGENT_ALIASES
+
+    if not isinstance(model, str) or model.strip().lower() not in AGENT_ALIASES:
+        return None
+    spec = agent_manifest(asset_dir).get("agent") or {}
+    value = spec.get("context_sentences")
+    return int(value) if spec.get("name") == agent and value else None
+
+
 def merge_adapter(model: Any, adapter_dir: Path) -> int:
     """Add the LoRA product of ``adapter_dir`` into ``model``'s weights in place; returns
     the number of layers changed. Every adapter tensor must find its layer."""

@@ -27,6 +27,8 @@ scoring run in eval mode under ``torch.inference_mode()``; thread count is the c
 
 from __future__ import annotations
 
+import copy
+
 import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -312,7 +314,67 @@ class HFLM(TokenTextMixin):
         return self.batch_token_logprobs([prompt_ids], [completion_ids], temperature)[0]
 
     def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[float]:
-        return [sum(lps) for lps in self.batch_token_logprobs(prompts, continuations, 1.0)]
+        """Summed logprob of each continuation given its prompt. Rows that repeat one
+        prompt (``score_choices``: a verifier's two answers, a forced label's three) run
+        that prompt once and score their continuations against its KV cache."""
+        ps, cs = self._check_prompts(prompts, "prompt"), self._check_prompts(continuations, "completion")
+        if len(ps) != len(cs):
+            raise ValueError(f"{len(ps)} prompts but {len(cs)} completions")
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, p in enumerate(ps):
+            if cs[i]:
+                groups.setdefault(tuple(p), []).append(i)
+        out = [0.0] * len(ps)
+        single = [i for rows in groups.values() if len(rows) == 1 for i in rows]
+        for i, lps in zip(single, self.batch_token_logprobs([ps[i] for i in single], [cs[i] for i in single], 1.0)):
+            out[i] = sum(lps)
+        for prompt, rows in groups.items():
+            if len(rows) > 1:
+                for i, lps in zip(rows, self.shared_prefix_logprobs(list(prompt), [cs[i] for i in rows])):
+                    out[i] = sum(lps)
+        return out
+
+    def shared_prefix_logprobs(self, prompt_ids: Sequence[int], completions: Sequence[Sequence[int]]) -> list[list[float]]:
+        """Per-token logprobs (temperature 1) of several completions of one prompt: the
+        prompt's forward pass runs once, each completion is scored on a copy of its KV
+        cache (right-padded, so padding sits after every real token). Equal to
+        :meth:`batch_token_logprobs` on the repeated prompt, for the prompt's cost once."""
+        prompt = self._check_prompts([prompt_ids], "prompt")[0]
+        cs = self._check_prompts(completions, "completion")
+        out: list[list[float]] = [[] for _ in cs]
+        rows = [i for i, c in enumerate(cs) if c]
+        if not rows:
+            return out
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
+                first = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+                head = torch.log_softmax(first.logits[0, -1].float(), dim=-1)
+                for i in rows:
+                    out[i] = [float(head[cs[i][0]])]
+                rest = [i for i in rows if len(cs[i]) > 1]
+                for chunk in self._score_chunks(rest, cs):
+                    width = max(len(cs[i]) - 1 for i in chunk)
+                    tail = torch.full((len(chunk), width), self.pad_token_id, dtype=torch.long)
+                    attn = torch.ones((len(chunk), len(prompt) + width), dtype=torch.long)
+                    for b, i in enumerate(chunk):
+                        tail[b, : len(cs[i]) - 1] = torch.tensor(cs[i][:-1], dtype=torch.long)
+                        attn[b, len(prompt) + len(cs[i]) - 1 :] = 0
+                    cache = copy.deepcopy(first.past_key_values)
+                    cache.batch_repeat_interleave(len(chunk))
+                    pos = torch.arange(len(prompt), len(prompt) + width, device=self.device).expand(len(chunk), -1)
+                    logits = self.model(input_ids=tail.to(self.device), attention_mask=attn.to(self.device),
+                                        position_ids=pos, past_key_values=cache, use_cache=True).logits
+                    for b, i in enumerate(chunk):
+                        n = len(cs[i]) - 1
+                        lp = torch.log_softmax(logits[b, :n].float(), dim=-1)
+                        target = torch.tensor(cs[i][1:], device=lp.device)[:, None]
+                        out[i] += lp.gather(-1, target).squeeze(-1).tolist()
+        finally:
+            self.model.train(was_training)
+        return out
 
     def batch_token_logprobs(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                              temperature: float = 1.0) -> list[list[float]]:

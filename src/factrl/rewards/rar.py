@@ -56,6 +56,7 @@ class RarReward:
     on_parse_failure: str = "group_mean"
     max_new_tokens: int = 1024
     mode: str = "generate"  # or "choice": score the two answers instead of sampling (binary only)
+    margin: float = 0.0  # choice mode: SCORE 1 needs logprob(1) - logprob(0) >= margin
     name: str = "rar"
     verifier: Any = field(default=None, repr=False, compare=False)
     retriever: Any = field(default=None, repr=False, compare=False)
@@ -70,6 +71,8 @@ class RarReward:
             raise ValueError(f"mode must be 'generate' or (binary only) 'choice', got {self.mode!r}")
         if self.k < 1 or self.chunk_tokens < 1:
             raise ValueError(f"k and chunk_tokens must be >= 1, got {self.k}, {self.chunk_tokens}")
+        if self.margin != 0.0 and self.mode != "choice":
+            raise ValueError(f"margin applies to mode='choice' only (mode is {self.mode!r})")
 
     @property
     def components(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -117,7 +120,7 @@ class RarReward:
         if not todo:
             outs = []
         elif self.mode == "choice":
-            outs = verify_by_choice(self.verifier, *rows)
+            outs = verify_by_choice(self.verifier, *rows, margin=self.margin)
         else:
             outs = verify(self.verifier, *rows, rating=self.rating,
                           config=GenerationConfig(max_new_tokens=self.max_new_tokens, temperature=0.0))
@@ -167,7 +170,9 @@ class RarReward:
     def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> RarReward:
         """Parameters: ``k``, ``chunk_tokens``, ``pools`` (a pools JSONL path),
         ``on_parse_failure``, ``max_new_tokens``, ``mode`` (``generate``; ``choice`` scores
-        the two answers instead, for small verifiers); ``deps.lms["verifier"]`` is the verifier,
+        the two answers instead, for small verifiers), ``margin`` (choice mode: the
+        logprob margin the "no contradiction" answer needs, a calibration for verifiers
+        that prefer it everywhere); ``deps.lms["verifier"]`` is the verifier,
         ``deps.retriever`` a fallback evidence source."""
         extra: dict[str, Any] = {}
         if deps is not None:
@@ -175,7 +180,7 @@ class RarReward:
                 extra["verifier"] = deps.lms["verifier"]
             if deps.retriever is not None:
                 extra["retriever"] = deps.retriever
-        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode"}
+        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode", "margin"}
         if unknown:
             raise TypeError(f"unknown parameter(s) {sorted(unknown)}")
         return replace(self, **dict(params), **extra, _cache=_Cache())

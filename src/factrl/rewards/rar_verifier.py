@@ -140,6 +140,7 @@ class VerifierOutput:
     reasoning: str = ""
     error: str | None = None
     raw: str = ""
+    margin: float | None = None  # choice mode: logprob(SCORE 1 answer) - logprob(SCORE 0 answer)
 
     @property
     def ok(self) -> bool:
@@ -318,12 +319,20 @@ def verify_by_choice(
     prompts: Sequence[str],
     responses: Sequence[str],
     evidence: Sequence[Sequence[str | Passage]],
+    *,
+    margin: float = 0.0,
 ) -> list[VerifierOutput]:
-    """Binary verification by scoring: SCORE is the more probable of the two answers in
-    :data:`CHOICES` (``score_choices``, one scoring call per row) after Figure 9's prompt.
+    """Binary verification by scoring: the two answers in :data:`CHOICES` are scored as
+    continuations of Figure 9's prompt (``score_choices``, one scoring call per row) and
+    SCORE is 1 when logprob(answer 1) − logprob(answer 0) ≥ ``margin`` (0: the more
+    probable answer). A small verifier that prefers "no contradiction" everywhere can be
+    calibrated with a positive ``margin`` chosen on labelled pairs
+    (``benchmarks/rar_verifier_agreement.py --choice`` reports the margins).
     A row whose scoring raised is a failure naming the error."""
     if not len(prompts) == len(responses) == len(evidence):
         raise ValueError(f"{len(prompts)} prompts, {len(responses)} responses, {len(evidence)} evidence lists")
+    if not math.isfinite(margin):
+        raise ValueError(f"margin must be a finite number, got {margin!r}")
     out = []
     choices = [CHOICES[1], CHOICES[0]]
     for p, r, ev in zip(prompts, responses, evidence):
@@ -333,6 +342,7 @@ def verify_by_choice(
         except Exception as exc:  # noqa: BLE001 - a backend failure is this row's, counted
             out.append(VerifierOutput(None, "", f"LM failed: {type(exc).__name__}: {exc}"))
             continue
-        score = 1 if lp_one >= lp_zero else 0
-        out.append(VerifierOutput(score, f"logprob(1) = {lp_one:.3f}, logprob(0) = {lp_zero:.3f}", None, CHOICES[score]))
+        score = 1 if lp_one - lp_zero >= margin else 0
+        out.append(VerifierOutput(score, f"logprob(1) = {lp_one:.3f}, logprob(0) = {lp_zero:.3f}", None,
+                                  CHOICES[score], margin=lp_one - lp_zero))
     return out
