@@ -183,3 +183,35 @@ def test_parse_claim_list(text: str, ok: bool) -> None:
 def test_parse_judgement_unsupported_synonym() -> None:
     assert parse_judgement("Unsupported") == (Support.UNSUPPORTED, None)
     assert parse_judgement("supported.\n")[0] is Support.SUPPORTED
+
+
+def test_sentence_claims_split_responses_without_an_lm():
+    from factrl.metrics.atomic_claims import sentence_claims
+
+    got = sentence_claims(["Dr. Smith found X. It rose 2.5 times!", "", "One claim"])
+    assert [e.claims for e in got] == [("Dr. Smith found X.", "It rose 2.5 times!"), (), ("One claim",)]
+    assert all(e.error is None for e in got)
+    with pytest.raises(TypeError):
+        sentence_claims("one string")
+
+
+def test_judging_by_choice_takes_the_most_probable_word_and_counts_failures():
+    from factrl.metrics.atomic_claims import JUDGE_WORDS, judge_claims_by_choice
+    from factrl.metrics.hallucination import Support
+
+    seen = []
+
+    class Scorer:
+        def score_choices(self, conversation, choices):
+            seen.append((conversation[-1].content, list(choices)))
+            claim = conversation[-1].content.split("Claim: ")[1].split("\n")[0]
+            if claim == "bad":
+                raise RuntimeError("no logprobs")
+            best = {"a": "supported", "b": "contradicted", "c": "inconclusive"}[claim]
+            return [0.0 if w == best else -1.0 for w in choices]
+
+    got = judge_claims_by_choice(Scorer(), ["a", "b", "c", "bad"], [["ev one"], ["ev two"], ["ev three"], ["ev four"]])
+    assert [g.support for g in got] == [Support.SUPPORTED, Support.CONTRADICTED, Support.UNSUPPORTED, None]
+    assert got[3].error == "LM failed: RuntimeError: no logprobs"
+    assert "logprob(supported) = 0.000" in got[0].raw
+    assert seen[1][1] == list(JUDGE_WORDS) and "ev two" in seen[1][0] and "ev one" not in seen[1][0]

@@ -118,3 +118,56 @@ def test_cli_eval_agent_rar_writes_both_rates_and_per_prompt_detail(tmp_path, mo
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["labelled"] is False and metrics["mean_reward"] == pytest.approx(0.6)
     assert json.loads((tmp_path / "run.json").read_text())["verifier"] == "judge-model"
+
+
+class ChoiceOracle(Oracle):
+    """Oracle that also scores Figure 12's answer words (for judge=choice): it favours the
+    word its generated judgement would be; a claim with "boom" in it raises."""
+
+    def score_choices(self, conversation, choices):
+        ctx = conversation[-1].content
+        if "boom" in ctx.split("Claim: ")[1]:
+            raise RuntimeError("scoring failed")
+        word = self.answer(ctx).strip(".").lower()
+        return [-0.5 if c == word else -3.0 for c in choices]
+
+
+def test_sentence_extraction_and_choice_judging_need_no_parsable_output():
+    lm = ChoiceOracle(bad_extraction_for=("Nile", "Paris"))  # the LM extractor would fail on every response
+    trajs, reward = finished(lm)
+    summary, per = rar_hallucination(trajs, lm, reward.evidence, extract="sentences", judge_mode="choice")
+    lf = summary["long_form"]
+    assert summary["extraction"] == "sentences" and summary["judge"].startswith("choice")
+    assert lf["extraction_failures"] == 0 and lf["unjudged_claims"] == 0
+    # the same judgements as the generated path: p1 0.5, p2 0 → 0.25
+    assert lf["hallucination_rate"] == pytest.approx(0.25)
+    assert [(c["claim"], c["support"]) for c in per[0]["claims"]] == [("The Nile flows north.", "supported"),
+                                                                      ("The Nile is 9 km long.", "contradicted")]
+    with pytest.raises(ValueError, match="extract must be one of"):
+        rar_hallucination(trajs, lm, reward.evidence, extract="words")
+    with pytest.raises(ValueError, match="judge must be one of"):
+        rar_hallucination(trajs, lm, reward.evidence, judge_mode="vote")
+
+
+def test_metric_params_on_the_cli_are_recorded_and_checked(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import factrl.lm.loader as loader
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    lm = ChoiceOracle(bad_extraction_for=("Nile", "Paris"))
+    monkeypatch.setattr(loader, "load_lm", lambda model, **kw: lm)
+    base = ["eval", "--dataset", "rar_prompts", "--data-dir", str(FIXTURE), "--agent", "rar", "--model", "m"]
+    r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "ok"), "--metric-param", "extract=sentences",
+                                 "--metric-param", "judge=choice"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "ok" / SUMMARY_FILE).read_text())
+    assert summary["extraction"] == "sentences" and summary["long_form"]["hallucination_rate"] == pytest.approx(0.25)
+    assert json.loads((tmp_path / "ok" / "run.json").read_text())["metric_params"] == {"extract": "sentences",
+                                                                                         "judge": "choice"}
+    r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "bad"), "--metric-param", "extractor=lm"])
+    assert r.exit_code == 1 and "unknown rar metric parameter(s) extractor" in r.output
+    r = CliRunner().invoke(app, [*base, "--agent", "veri_r1", "--out", str(tmp_path / "v"),
+                                 "--metric-param", "extract=sentences"])
+    assert r.exit_code == 2 and "no metrics of its own" in r.output

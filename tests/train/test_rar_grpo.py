@@ -81,12 +81,15 @@ def test_binary_rar_presets_keep_the_kl_on():
     for name in ("binary_rar", "binary_rar_cpu"):
         cfg = load_run_config(name)
         assert cfg.grpo.beta > 0 and cfg.env.name == "rar" and cfg.reward.name == "rar"
-        assert cfg.reward.params["k"] == 8 and cfg.reward.params["chunk_tokens"] == 512
     paper = load_run_config("binary_rar")
+    assert paper.reward.params["k"] == 8 and paper.reward.params["chunk_tokens"] == 512
+    assert paper.reward.params.get("mode", "generate") == "generate"
     assert (paper.grpo.prompts_per_update, paper.grpo.num_generations) == (16, 8)
     assert paper.model.id == "Qwen/Qwen3-8B" and paper.grpo.learning_rate == 1e-6 and paper.grpo.beta == 1e-3
     assert paper.reward.verifier == "openai:Qwen/Qwen3-32B" and not paper.preset.scaled_down
-    assert load_run_config("binary_rar_cpu").preset.scaled_down
+    cpu = load_run_config("binary_rar_cpu")
+    assert cpu.preset.scaled_down and cpu.reward.params["mode"] == "choice" and cpu.reward.params["margin"] == 11.9
+    assert "margin 11.9" in cpu.preset.notes
 
 
 def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_path, monkeypatch):

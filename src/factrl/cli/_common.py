@@ -94,6 +94,8 @@ CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the c
 
 AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, rar, and the baselines "
               "direct, rag, decompose, react).")
+METRIC_PARAM_HELP = ("A parameter of the agent's own metrics key=value (repeatable); for --agent rar: "
+                     "extract=lm|sentences, judge=generate|choice, extract_max_new_tokens=N, judge_max_new_tokens=N.")
 PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
 MODEL_HELP = ("'factrl-agent' (the trained embedded agent, default), 'smollm2-base' (the untrained embedded "
               "SmolLM2), a local path, a hub id, or openai:MODEL for a model behind an "

@@ -10,7 +10,8 @@ from pathlib import Path
 import typer
 
 from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
-                               MODE_HELP, MODEL_HELP, PARAM_HELP, ROLE_MODEL_HELP, VERIFIER_HELP)
+                               METRIC_PARAM_HELP, MODE_HELP, MODEL_HELP, PARAM_HELP, ROLE_MODEL_HELP,
+                               VERIFIER_HELP)
 from factrl.cli.app import app
 
 
@@ -47,6 +48,7 @@ def eval_(
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     reward: str = typer.Option(None, "--reward", help="Reward name (default: the agent's own)."),
     reward_param: list[str] = typer.Option([], "--reward-param", help="A reward parameter key=value (repeatable)."),
+    metric_param: list[str] = typer.Option([], "--metric-param", help=METRIC_PARAM_HELP),
     limit: int = typer.Option(None, "--limit", help="Only the first N claims (after --balanced)."),
     balanced: bool = typer.Option(False, help="Interleave labels so any --limit is class-balanced."),
     temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
@@ -63,6 +65,7 @@ def eval_(
     from factrl.lm.loader import is_packaged
 
     role_specs = parse_role_models(role_model)
+    metric_params = _metric_params(agent, metric_param)
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -104,6 +107,7 @@ def eval_(
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
         "limit": limit, "context_sentences": context_sentences if idx is not None else None,
         **({"verifier": verifier} if verifier else {}),
+        **({"metric_params": metric_params} if metric_params else {}),
         **({"role_models": role_specs} if role_specs else {}),
         "skipped_rows": selection.skipped_rows,
     }
@@ -128,13 +132,29 @@ def eval_(
 
         trajs, _ = first_per_claim(read_trajectories(out / "trajectories.jsonl"), {c.id for c in claims})
         try:
-            RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer)
+            RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer,
+                                       **({"params": metric_params} if metric_params else {}))
         except ValueError as exc:  # e.g. a reward with no evidence source for the judge
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
         extra = f" and the agent's own metrics in {out}"
     typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html{extra}")
     _say_averitec(out)
+
+
+def _metric_params(agent: str, items: list[str]) -> dict:
+    """``--metric-param key=value`` items, refused for an agent without its own metrics."""
+    from factrl.envs import parse_params
+    from factrl.metrics.run_metrics import RUN_METRICS
+
+    if not items:
+        return {}
+    if agent not in RUN_METRICS:
+        raise typer.BadParameter(f"agent {agent!r} has no metrics of its own to configure", param_hint="--metric-param")
+    try:
+        return parse_params(items)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metric-param") from None
 
 
 def _say_averitec(out: Path) -> None:

@@ -20,6 +20,14 @@ reasoning model's ``<think>`` block (2,048 new tokens to extract, 512 to judge; 
 cut at the budget that does not parse says so in its error). Rows an LM failed
 to answer (:class:`~factrl.lm.base.RowFailures`) become parse failures with the error,
 so they are counted like any other.
+
+Two stand-ins for models too small to follow those formats (not the paper's method; a
+run records which it used):
+
+- :func:`sentence_claims`: every sentence of a response is one claim (no LM);
+- :func:`judge_claims_by_choice`: Figure 12's prompt with the three answer words scored
+  as continuations (``LM.score_choices``); the most probable word is the judgement, so
+  nothing fails to parse.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from factrl.corpus.sentences import split_sentences
 from factrl.lm.base import LM, Generation, GenerationConfig, RowFailures
 from factrl.metrics.hallucination import JudgedClaim, ResponseClaims, Support
 from factrl.types import Message, Passage
@@ -36,12 +45,15 @@ from factrl.types import Message, Passage
 __all__ = [
     "EXTRACT_PROMPT",
     "JUDGE_PROMPT",
+    "JUDGE_WORDS",
     "ExtractedClaims",
     "extract_atomic_claims",
     "judge_claims",
+    "judge_claims_by_choice",
     "judge_responses",
     "parse_claim_list",
     "parse_judgement",
+    "sentence_claims",
 ]
 
 EXTRACT_PROMPT = """Extract as many fine-grained, atomic, and verifiable factual claims as possible from the response. Each claim should be a single piece of information that could be looked up in a database, official documentation, reputable forum, or reliable source such as Wikipedia or scientific literature.
@@ -111,6 +123,8 @@ _VERDICTS = {
     "unsupported": Support.UNSUPPORTED,
 }
 _CLIP = 80
+# The three answers Figure 12 asks for, in the order judge_claims_by_choice scores them.
+JUDGE_WORDS = ("supported", "contradicted", "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -219,16 +233,9 @@ def _render(passages: Sequence[str | Passage]) -> str:
     return "\n\n".join(parts)
 
 
-def judge_claims(
-    lm: LM,
-    claims: Sequence[str],
-    evidence: Sequence[str | Passage] | Sequence[Sequence[str | Passage]],
-    *,
-    config: GenerationConfig | None = None,
-) -> list[JudgedClaim]:
-    """Judge each claim against evidence (Figure 12's prompt): ``evidence`` is one list of
-    passages shown for every claim, or one list per claim (the paper retrieves per claim).
-    One :class:`JudgedClaim` per claim, in order."""
+def _judge_prompts(claims: Sequence[str], evidence: Sequence[str | Passage] | Sequence[Sequence[str | Passage]]) -> list[str]:
+    """Figure 12's prompt for each claim; ``evidence`` is one list of passages shown for
+    every claim, or one list per claim."""
     if isinstance(claims, str):
         raise TypeError("claims must be a list of strings, not one string")
     lists = [not isinstance(e, (str, Passage)) for e in evidence]
@@ -239,10 +246,23 @@ def judge_claims(
     if per_claim and len(evidence) != len(claims):
         raise ValueError(f"{len(claims)} claims but evidence for {len(evidence)}")
     shown = [evidence[i] if per_claim else evidence for i in range(len(claims))]
+    return [JUDGE_PROMPT.format(passages=_render(ev), claim=c)  # type: ignore[arg-type]
+            for c, ev in zip(claims, shown)]
+
+
+def judge_claims(
+    lm: LM,
+    claims: Sequence[str],
+    evidence: Sequence[str | Passage] | Sequence[Sequence[str | Passage]],
+    *,
+    config: GenerationConfig | None = None,
+) -> list[JudgedClaim]:
+    """Judge each claim against evidence (Figure 12's prompt): ``evidence`` is one list of
+    passages shown for every claim, or one list per claim (the paper retrieves per claim).
+    One :class:`JudgedClaim` per claim, in order."""
+    texts = _judge_prompts(claims, evidence)
     # Room for a reasoning model's <think> block before the one word.
     config = config or GenerationConfig(max_new_tokens=512, temperature=0.0)
-    texts = [JUDGE_PROMPT.format(passages=_render(ev), claim=c)  # type: ignore[arg-type]
-             for c, ev in zip(claims, shown)]
     out = []
     for claim, gen in zip(claims, _complete(lm, texts, config)):
         if (why := _failed(gen)) is not None:
@@ -252,6 +272,38 @@ def judge_claims(
         support, why = parse_judgement(gen.text)
         out.append(JudgedClaim(claim, support, _why(gen, why), gen.text))
     return out
+
+
+def judge_claims_by_choice(
+    lm: LM,
+    claims: Sequence[str],
+    evidence: Sequence[str | Passage] | Sequence[Sequence[str | Passage]],
+) -> list[JudgedClaim]:
+    """:func:`judge_claims` by scoring instead of generating: the words of
+    :data:`JUDGE_WORDS` are scored as the start of the reply to Figure 12's prompt and
+    the most probable one is the judgement (``raw`` keeps the three log-probabilities).
+    A claim whose scoring raised is a failure naming the error."""
+    texts = _judge_prompts(claims, evidence)
+    out = []
+    for claim, text in zip(claims, texts):
+        try:
+            scores = lm.score_choices([Message(role="user", content=text)], list(JUDGE_WORDS))
+        except Exception as exc:  # noqa: BLE001 - a backend failure is this claim's, counted
+            out.append(JudgedClaim(claim, None, f"LM failed: {type(exc).__name__}: {exc}"))
+            continue
+        best = max(range(len(JUDGE_WORDS)), key=lambda i: scores[i])
+        raw = ", ".join(f"logprob({w}) = {v:.3f}" for w, v in zip(JUDGE_WORDS, scores))
+        out.append(JudgedClaim(claim, _VERDICTS[JUDGE_WORDS[best]], None, raw))
+    return out
+
+
+def sentence_claims(responses: Sequence[str]) -> list[ExtractedClaims]:
+    """The LM-free stand-in for :func:`extract_atomic_claims`: each sentence of a
+    response (:func:`~factrl.corpus.sentences.split_sentences`) is one claim; an empty
+    response has none."""
+    if isinstance(responses, str):
+        raise TypeError("responses must be a list of strings, not one string")
+    return [ExtractedClaims(tuple(split_sentences(r)), None, r) for r in responses]
 
 
 def judge_responses(

@@ -12,7 +12,10 @@
 
 :func:`write_rar_metrics` writes ``hallucination.json`` (both summaries, the verifier
 reward's mean and its failures) and ``hallucination_per_prompt.jsonl`` (one line per
-prompt: response, reward, claims with their judgements, or the short-form outcome).
+prompt: response, reward, claims with their judgements, or the short-form outcome). Its
+``params`` (``factrl eval --metric-param key=value``) are ``extract`` (``lm`` |
+``sentences``), ``judge`` (``generate`` | ``choice``), ``extract_max_new_tokens`` and
+``judge_max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from factrl.lm.base import LM, GenerationConfig
-from factrl.metrics.atomic_claims import extract_atomic_claims, judge_claims
+from factrl.metrics.atomic_claims import extract_atomic_claims, judge_claims, judge_claims_by_choice, sentence_claims
 from factrl.metrics.hallucination import (ResponseClaims, ShortFormAnswer, long_form_hallucination,
                                           short_form_hallucination)
 from factrl.metrics.run_metrics import RUN_METRICS
@@ -35,6 +38,9 @@ SUMMARY_FILE = "hallucination.json"
 DETAIL_FILE = "hallucination_per_prompt.jsonl"
 
 Retrieve = Callable[[Trajectory, str], Sequence[str | Passage]]
+EXTRACT_MODES = ("lm", "sentences")
+JUDGE_MODES = ("generate", "choice")
+_PARAMS = ("extract", "judge", "extract_max_new_tokens", "judge_max_new_tokens")
 
 
 def _response(t: Trajectory) -> str:
@@ -44,14 +50,24 @@ def _response(t: Trajectory) -> str:
 
 
 def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retrieve,
-               configs: tuple[GenerationConfig | None, GenerationConfig | None]) -> tuple[list[ResponseClaims], list[dict]]:
+               configs: tuple[GenerationConfig | None, GenerationConfig | None],
+               modes: tuple[str, str]) -> tuple[list[ResponseClaims], list[dict]]:
     # A failed episode has no response to judge: it is kept as an extraction failure.
     ok = [t for t in trajs if t.error is None]
-    extracted = (extract_atomic_claims(lm, [_response(t) for t in ok], [t.claim.text for t in ok], config=configs[0])
-                 if ok else [])
+    responses = [_response(t) for t in ok]
+    if modes[0] == "sentences":
+        extracted = sentence_claims(responses)
+    else:
+        extracted = extract_atomic_claims(lm, responses, [t.claim.text for t in ok], config=configs[0]) if ok else []
     flat = [(t, c) for t, e in zip(ok, extracted) for c in e.claims]
-    judged = iter(judge_claims(judge, [c for _, c in flat], [list(retrieve(t, c)) for t, c in flat], config=configs[1])
-                  if flat else [])
+    claims, evidence = [c for _, c in flat], [list(retrieve(t, c)) for t, c in flat]
+    if not flat:
+        verdicts = []
+    elif modes[1] == "choice":
+        verdicts = judge_claims_by_choice(judge, claims, evidence)
+    else:
+        verdicts = judge_claims(judge, claims, evidence, config=configs[1])
+    judged = iter(verdicts)
     by_id = {t.claim_id: ResponseClaims(tuple(next(judged) for _ in e.claims), e.error) for t, e in zip(ok, extracted)}
     responses = [by_id.get(t.claim_id) or ResponseClaims((), f"episode failed: {t.error}") for t in trajs]
     details = []
@@ -65,15 +81,23 @@ def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retriev
 def rar_hallucination(
     trajectories: Sequence[Trajectory], lm: LM, retrieve: Retrieve, *, judge: LM | None = None,
     extract_config: GenerationConfig | None = None, judge_config: GenerationConfig | None = None,
+    extract: str = "lm", judge_mode: str = "generate",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(summary, per_prompt)`` for finished ``rar`` episodes: ``lm`` extracts claims and
     (unless ``judge`` is given) judges them; ``retrieve(trajectory, claim)`` gives the
     evidence a claim is judged against. The configs default to
-    :mod:`~factrl.metrics.atomic_claims`' (greedy, room for a reasoning trace)."""
+    :mod:`~factrl.metrics.atomic_claims`' (greedy, room for a reasoning trace).
+    ``extract="sentences"`` takes each sentence as a claim (no LM); ``judge_mode="choice"``
+    judges by scoring the three answer words instead of generating."""
+    if extract not in EXTRACT_MODES:
+        raise ValueError(f"extract must be one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
+    if judge_mode not in JUDGE_MODES:
+        raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}, got {judge_mode!r}")
     trajs = list(trajectories)
     long_ = [t for t in trajs if t.meta.get("kind", t.claim.meta.get("kind", "long")) != "short"]
     short = [t for t in trajs if t not in long_]
-    responses, long_details = _long_form(long_, lm, judge or lm, retrieve, (extract_config, judge_config))
+    responses, long_details = _long_form(long_, lm, judge or lm, retrieve, (extract_config, judge_config),
+                                         (extract, judge_mode))
     lf = long_form_hallucination(responses)
     per_long = {t.claim_id: (d, r) for t, d, r in zip(long_, long_details, lf.per_response)}
 
@@ -93,6 +117,8 @@ def rar_hallucination(
         "n": len(trajs),
         "n_long": len(long_),
         "n_short": len(short),
+        "extraction": "sentences" if extract == "sentences" else "lm (Figure 11)",
+        "judge": "choice (scored answer words)" if judge_mode == "choice" else "generate (Figure 12)",
         "long_form": lf.to_dict(),
         "short_form": sf.to_dict(),
         "short_form_without_answers": no_gold,
@@ -115,16 +141,34 @@ def rar_hallucination(
     return summary, per_prompt
 
 
+def _options(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``rar_hallucination``'s keyword arguments from the hook's ``params``."""
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(_PARAMS))
+    if unknown:
+        raise ValueError(f"unknown rar metric parameter(s) {', '.join(unknown)}; known: {', '.join(_PARAMS)}")
+    out: dict[str, Any] = {"extract": str(params.get("extract", "lm")), "judge_mode": str(params.get("judge", "generate"))}
+    for key, name in (("extract_max_new_tokens", "extract_config"), ("judge_max_new_tokens", "judge_config")):
+        if key in params:
+            n = params[key]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{key} must be a positive integer, got {n!r}")
+            out[name] = GenerationConfig(max_new_tokens=n, temperature=0.0)
+    return out
+
+
 def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms: Mapping[str, LM],
-                      reward: Any) -> dict[str, Any]:
+                      reward: Any, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The run-level hook of ``factrl eval --agent rar``: ``lms["judge"]`` (default
     ``lms["policy"]``) extracts and judges; evidence per claim comes from the reward's
-    evidence source (the prompt's documents, a pools file, or a retriever)."""
+    evidence source (the prompt's documents, a pools file, or a retriever). ``params``:
+    see the module's docstring; an unknown key or value is a ValueError."""
     lm = lms.get("judge") or lms["policy"]
+    options = _options(params)
     retrieve = getattr(reward, "evidence", None)
     if retrieve is None:
         raise ValueError(f"reward {getattr(reward, 'name', reward)!r} has no evidence source for the judge; use --reward rar")
-    summary, per_prompt = rar_hallucination(trajectories, lm, retrieve)
+    summary, per_prompt = rar_hallucination(trajectories, lm, retrieve, **options)
     out_dir = Path(out_dir)
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     with (out_dir / DETAIL_FILE).open("w", encoding="utf-8") as fh:
