@@ -166,8 +166,12 @@ def test_metric_params_on_the_cli_are_recorded_and_checked(tmp_path, monkeypatch
     assert summary["extraction"] == "sentences" and summary["long_form"]["hallucination_rate"] == pytest.approx(0.25)
     assert json.loads((tmp_path / "ok" / "run.json").read_text())["metric_params"] == {"extract": "sentences",
                                                                                          "judge": "choice"}
-    r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "bad"), "--metric-param", "extractor=lm"])
-    assert r.exit_code == 1 and "unknown rar metric parameter(s) extractor" in r.output
+    for bad, why in (("extractor=lm", "unknown rar metric parameter(s) extractor"),
+                     ("judge_max_new_tokens=0", "must be a positive integer"),
+                     ("judge=vote", "judge must be one of generate, choice")):
+        r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "bad"), "--metric-param", bad])
+        assert r.exit_code == 2 and why in " ".join(r.output.replace("│", " ").split()), r.output
+        assert not (tmp_path / "bad" / "trajectories.jsonl").exists()  # refused before any episode
     r = CliRunner().invoke(app, [*base, "--agent", "veri_r1", "--out", str(tmp_path / "v"),
                                  "--metric-param", "extract=sentences"])
-    assert r.exit_code == 2 and "no metrics of its own" in r.output
+    assert r.exit_code == 2 and "no metrics of its own" in " ".join(r.output.replace("│", " ").split())

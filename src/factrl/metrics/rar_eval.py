@@ -29,7 +29,7 @@ from factrl.lm.base import LM, GenerationConfig
 from factrl.metrics.atomic_claims import extract_atomic_claims, judge_claims, judge_claims_by_choice, sentence_claims
 from factrl.metrics.hallucination import (ResponseClaims, ShortFormAnswer, long_form_hallucination,
                                           short_form_hallucination)
-from factrl.metrics.run_metrics import RUN_METRICS
+from factrl.metrics.run_metrics import RUN_METRIC_PARAMS, RUN_METRICS
 from factrl.types import Passage, Trajectory
 
 __all__ = ["rar_hallucination", "write_rar_metrics", "SUMMARY_FILE", "DETAIL_FILE"]
@@ -148,6 +148,10 @@ def _options(params: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown rar metric parameter(s) {', '.join(unknown)}; known: {', '.join(_PARAMS)}")
     out: dict[str, Any] = {"extract": str(params.get("extract", "lm")), "judge_mode": str(params.get("judge", "generate"))}
+    if out["extract"] not in EXTRACT_MODES:
+        raise ValueError(f"extract must be one of {', '.join(EXTRACT_MODES)}, got {out['extract']!r}")
+    if out["judge_mode"] not in JUDGE_MODES:
+        raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}, got {out['judge_mode']!r}")
     for key, name in (("extract_max_new_tokens", "extract_config"), ("judge_max_new_tokens", "judge_config")):
         if key in params:
             n = params[key]
@@ -179,3 +183,4 @@ def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms:
 
 
 RUN_METRICS.register("rar")(write_rar_metrics)
+RUN_METRIC_PARAMS.register("rar")(_options)

@@ -2,7 +2,10 @@
 
 Entries are functions ``(out_dir, trajectories, *, lms, reward) -> dict`` keyed by the
 agent (environment) name; they write their own files into the run directory. ``lms``
-maps roles (``"policy"``, ``"judge"``) to LMs.
+maps roles (``"policy"``, ``"judge"``) to LMs; an entry that takes ``params``
+(``factrl eval --metric-param``) registers, under the same name in
+:data:`RUN_METRIC_PARAMS`, the function that checks them, so a bad one is refused before
+any episode runs.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from typing import Any
 
 from factrl.registry import Registry
 
-__all__ = ["RUN_METRICS"]
+__all__ = ["RUN_METRICS", "RUN_METRIC_PARAMS"]
 
 RUN_METRICS: Registry[Callable[..., dict[str, Any]]] = Registry("run metrics")
 RUN_METRICS.register_lazy("rar", "factrl.metrics.rar_eval")
+RUN_METRIC_PARAMS: Registry[Callable[..., Any]] = Registry("run metric parameters")
+RUN_METRIC_PARAMS.register_lazy("rar", "factrl.metrics.rar_eval")
