@@ -90,6 +90,14 @@ def test_binary_rar_presets_keep_the_kl_on():
     cpu = load_run_config("binary_rar_cpu")
     assert cpu.preset.scaled_down and cpu.reward.params["mode"] == "choice" and cpu.reward.params["margin"] == 11.9
     assert "margin 11.9" in cpu.preset.notes
+    assert cpu.env.metric_params == {"extract": "sentences", "judge": "choice"} and not paper.env.metric_params
+
+
+def test_metric_params_are_checked_when_the_config_loads():
+    with pytest.raises(ValueError, match="env.metric_params: judge must be one of"):
+        load_run_config("binary_rar_cpu", {"env.metric_params": {"judge": "vote"}})
+    with pytest.raises(ValueError, match="agent 'veri_r1' has no metrics of its own"):
+        load_run_config("veri_r1_online_cpu", {"env.metric_params": {"extract": "sentences"}})
 
 
 def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_path, monkeypatch):
@@ -123,3 +131,12 @@ def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_pat
     assert "| mean_reward | 1.000 | 1.000 |" in table
     assert "| long_form.hallucination_rate | 0.500 | 0.500 |" in table
     assert "| short_form.abstention_rate | 1.000 | 1.000 |" in table
+    assert summary["extraction"] == "lm (Figure 11)"
+    # env.metric_params reach the held-out metrics: each sentence is a claim, no extraction call
+    cfg.env.metric_params = {"extract": "sentences"}
+    m = evaluate_held_out(cfg, "m", tmp_path / "eval_sentences")
+    summary = json.loads((tmp_path / "eval_sentences" / "hallucination.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "eval_sentences" / "hallucination_per_prompt.jsonl").read_text().splitlines()]
+    long_rows = [r for r in rows if r["kind"] == "long"]
+    assert summary["extraction"] == "sentences" and len(long_rows) == 2
+    assert all([c["claim"] for c in r["claims"]] == [r["response"]] for r in long_rows)  # one-sentence responses

@@ -59,6 +59,9 @@ class EnvSettings:
     params: dict[str, Any] = field(default_factory=dict)
     index: str | None = None  # index directory: what the agent searches, and offline context sentences
     context_sentences: int = 16  # offline: context sentences besides the gold evidence
+    # Parameters of the agent's own held-out metrics (``factrl eval --metric-param``), e.g.
+    # Binary RAR's {extract = "sentences", judge = "choice"}; checked when the config loads.
+    metric_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -213,7 +216,23 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
     ``overrides`` maps dotted keys (``"grpo.max_steps"``) to values.
     """
     data, where = read_config_toml(source, overrides)
-    return _build(GRPORunConfig, data, where)
+    cfg = _build(GRPORunConfig, data, where)
+    _check_metric_params(cfg.env, where)
+    return cfg
+
+
+def _check_metric_params(env: EnvSettings, where: str) -> None:
+    """``env.metric_params`` refused at load time (not after hours of training)."""
+    if not env.metric_params:
+        return
+    from factrl.metrics.run_metrics import RUN_METRIC_PARAMS
+
+    if env.name not in RUN_METRIC_PARAMS:
+        raise ValueError(f"{where}: env.metric_params given, but agent {env.name!r} has no metrics of its own")
+    try:
+        RUN_METRIC_PARAMS.get(env.name)(env.metric_params)
+    except ValueError as exc:
+        raise ValueError(f"{where}: env.metric_params: {exc}") from None
 
 
 def trl_batch_args(g: GRPOSettings, num_processes: int = 1) -> dict[str, int]:

@@ -52,8 +52,9 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
 
         trajs, _ = first_per_claim(read_trajectories(out_dir / "trajectories.jsonl"), {c.id for c in held_out})
         judge = getattr(reward, "verifier", None) or lm
+        extra = {"params": cfg.env.metric_params} if cfg.env.metric_params else {}
         metrics["agent_metrics"] = RUN_METRICS.get(cfg.env.name)(out_dir, trajs, lms={"policy": lm, "judge": judge},
-                                                                 reward=reward)
+                                                                 reward=reward, **extra)
     return metrics
 
 
