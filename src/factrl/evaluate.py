@@ -40,7 +40,9 @@ __all__ = [
 
 TRAJ_FILE = "trajectories.jsonl"
 # run.json keys that may change between a run and its resumption.
-_VOLATILE_INFO = frozenset({"limit", "skipped_rows"})
+# metric_params only shape the agent's own metrics, recomputed from the trajectories on
+# every invocation: a resumption may re-score a finished run with other ones.
+_VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params"})
 
 
 class RunMismatchError(ValueError):

@@ -159,9 +159,14 @@ def test_metric_params_on_the_cli_are_recorded_and_checked(tmp_path, monkeypatch
     lm = ChoiceOracle(bad_extraction_for=("Nile", "Paris"))
     monkeypatch.setattr(loader, "load_lm", lambda model, **kw: lm)
     base = ["eval", "--dataset", "rar_prompts", "--data-dir", str(FIXTURE), "--agent", "rar", "--model", "m"]
+    r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "ok")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "ok" / SUMMARY_FILE).read_text())["extraction"] == "lm (Figure 11)"
+    # the finished run is re-scored with other metric parameters, no --force, no new episode
     r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "ok"), "--metric-param", "extract=sentences",
                                  "--metric-param", "judge=choice"])
     assert r.exit_code == 0, r.output
+    assert "5 of 5 claims already done" in r.output
     summary = json.loads((tmp_path / "ok" / SUMMARY_FILE).read_text())
     assert summary["extraction"] == "sentences" and summary["long_form"]["hallucination_rate"] == pytest.approx(0.25)
     assert json.loads((tmp_path / "ok" / "run.json").read_text())["metric_params"] == {"extract": "sentences",
