@@ -78,6 +78,13 @@ def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retriev
     return responses, details
 
 
+def _check_modes(extract: str, judge_mode: str) -> None:
+    if extract not in EXTRACT_MODES:
+        raise ValueError(f"extract must be one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
+    if judge_mode not in JUDGE_MODES:
+        raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}, got {judge_mode!r}")
+
+
 def rar_hallucination(
     trajectories: Sequence[Trajectory], lm: LM, retrieve: Retrieve, *, judge: LM | None = None,
     extract_config: GenerationConfig | None = None, judge_config: GenerationConfig | None = None,
@@ -89,10 +96,7 @@ def rar_hallucination(
     :mod:`~factrl.metrics.atomic_claims`' (greedy, room for a reasoning trace).
     ``extract="sentences"`` takes each sentence as a claim (no LM); ``judge_mode="choice"``
     judges by scoring the three answer words instead of generating."""
-    if extract not in EXTRACT_MODES:
-        raise ValueError(f"extract must be one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
-    if judge_mode not in JUDGE_MODES:
-        raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}, got {judge_mode!r}")
+    _check_modes(extract, judge_mode)
     trajs = list(trajectories)
     long_ = [t for t in trajs if t.meta.get("kind", t.claim.meta.get("kind", "long")) != "short"]
     short = [t for t in trajs if t not in long_]
@@ -148,10 +152,7 @@ def _options(params: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown rar metric parameter(s) {', '.join(unknown)}; known: {', '.join(_PARAMS)}")
     out: dict[str, Any] = {"extract": str(params.get("extract", "lm")), "judge_mode": str(params.get("judge", "generate"))}
-    if out["extract"] not in EXTRACT_MODES:
-        raise ValueError(f"extract must be one of {', '.join(EXTRACT_MODES)}, got {out['extract']!r}")
-    if out["judge_mode"] not in JUDGE_MODES:
-        raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}, got {out['judge_mode']!r}")
+    _check_modes(out["extract"], out["judge_mode"])
     for key, name in (("extract_max_new_tokens", "extract_config"), ("judge_max_new_tokens", "judge_config")):
         if key in params:
             n = params[key]
