@@ -96,7 +96,7 @@ def test_binary_rar_presets_keep_the_kl_on():
 def test_metric_params_are_checked_when_the_config_loads():
     with pytest.raises(ValueError, match="env.metric_params: judge must be one of"):
         load_run_config("binary_rar_cpu", {"env.metric_params": {"judge": "vote"}})
-    with pytest.raises(ValueError, match="agent 'veri_r1' has no metrics of its own"):
+    with pytest.raises(ValueError, match="env.metric_params: agent 'veri_r1' has no metrics of its own"):
         load_run_config("veri_r1_online_cpu", {"env.metric_params": {"extract": "sentences"}})
 
 

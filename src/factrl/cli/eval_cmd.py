@@ -143,17 +143,15 @@ def eval_(
 
 
 def _metric_params(agent: str, items: list[str]) -> dict:
-    """``--metric-param key=value`` items, refused for an agent without its own metrics."""
+    """``--metric-param key=value`` items, checked by the agent's own metrics."""
     from factrl.envs import parse_params
-    from factrl.metrics.run_metrics import RUN_METRIC_PARAMS
+    from factrl.metrics.run_metrics import check_metric_params
 
     if not items:
         return {}
-    if agent not in RUN_METRIC_PARAMS:
-        raise typer.BadParameter(f"agent {agent!r} has no metrics of its own to configure", param_hint="--metric-param")
     try:
         params = parse_params(items)
-        RUN_METRIC_PARAMS.get(agent)(params)  # refused now, not after the episodes
+        check_metric_params(agent, params)  # refused now, not after the episodes
         return params
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--metric-param") from None

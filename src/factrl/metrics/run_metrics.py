@@ -10,14 +10,21 @@ any episode runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from factrl.registry import Registry
 
-__all__ = ["RUN_METRICS", "RUN_METRIC_PARAMS"]
+__all__ = ["RUN_METRICS", "RUN_METRIC_PARAMS", "check_metric_params"]
 
 RUN_METRICS: Registry[Callable[..., dict[str, Any]]] = Registry("run metrics")
 RUN_METRICS.register_lazy("rar", "factrl.metrics.rar_eval")
 RUN_METRIC_PARAMS: Registry[Callable[..., Any]] = Registry("run metric parameters")
 RUN_METRIC_PARAMS.register_lazy("rar", "factrl.metrics.rar_eval")
+
+
+def check_metric_params(agent: str, params: Mapping[str, Any]) -> None:
+    """ValueError unless ``agent`` has metrics of its own that accept ``params``."""
+    if agent not in RUN_METRIC_PARAMS:
+        raise ValueError(f"agent {agent!r} has no metrics of its own to configure")
+    RUN_METRIC_PARAMS.get(agent)(params)

@@ -225,12 +225,10 @@ def _check_metric_params(env: EnvSettings, where: str) -> None:
     """``env.metric_params`` refused at load time (not after hours of training)."""
     if not env.metric_params:
         return
-    from factrl.metrics.run_metrics import RUN_METRIC_PARAMS
+    from factrl.metrics.run_metrics import check_metric_params
 
-    if env.name not in RUN_METRIC_PARAMS:
-        raise ValueError(f"{where}: env.metric_params given, but agent {env.name!r} has no metrics of its own")
     try:
-        RUN_METRIC_PARAMS.get(env.name)(env.metric_params)
+        check_metric_params(env.name, env.metric_params)
     except ValueError as exc:
         raise ValueError(f"{where}: env.metric_params: {exc}") from None
 
