@@ -49,3 +49,31 @@ def test_factrl_eval_profact_on_averitec(tmp_path: Path):
     # A random model writes no <questions> block: every question stage fails, counted.
     assert metrics["stage_failures"]["question"] == 4
     assert all(t["reward"]["total"] == t["reward"]["components"]["label"] for t in trajs)
+
+
+def test_factrl_train_teach_profact_writes_scored_protocol_perfect_episodes(tmp_path: Path):
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    runner = CliRunner()
+    corpus = tmp_path / "corpus.jsonl"
+    r = runner.invoke(app, ["corpus", "pool", "--dataset", "averitec", "--data-dir", str(DATA), "--split", "dev",
+                            "--out", str(corpus)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "index")])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "teach"
+    r = runner.invoke(app, ["train", "teach", "--agent", "profact", "--param", "max_questions=2", "--dataset",
+                            "averitec", "--data-dir", str(DATA), "--split", "dev", "--index", str(tmp_path / "index"),
+                            "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    trajs = [json.loads(x) for x in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajs) == 4 and all(t["verdict"]["format_ok"] for t in trajs)
+    assert all(len(t["meta"]["questions"]) <= 2 and len(t["segments"]) == len(t["meta"]["questions"]) for t in trajs)
+    assert json.loads((out / "run.json").read_text())["model"] == "profact-teacher"
+    av = json.loads((out / "metrics.json").read_text())["averitec"]
+    assert av["label_acc"] == 1.0 and av["q_only_meteor"] > 0.5
+    # An agent without a teacher is a usage error that names the ones with one.
+    r = runner.invoke(app, ["train", "teach", "--agent", "haris", "--dataset", "averitec", "--data-dir", str(DATA),
+                            "--split", "dev", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "bad")])
+    assert r.exit_code == 2 and "profact" in r.output

@@ -143,26 +143,34 @@ def teach(
     index: Path = typer.Option(None, "--index", help="Index: search (online) or context sentences (offline)."),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
-    mode: str = typer.Option("offline", "--mode", help=MODE_HELP),
+    mode: str = typer.Option(None, "--mode", help=MODE_HELP + " (teach: offline unless given)"),
     ids: Path = typer.Option(None, "--ids", help="Only the claims whose ids are listed (one per line)."),
     limit: int = typer.Option(None, "--limit"),
     out: Path = typer.Option(..., "--out", help="Run directory for trajectories.jsonl."),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
-    """Write protocol-perfect trajectories with the rule-based template teacher (for SFT)."""
+    """Write protocol-perfect trajectories with the agent's rule-based teacher (for SFT): the
+    template teacher for veri_r1 / veri_r1_offline, the gold-question teacher for profact."""
     from factrl.cli._common import build_agent, load_claims
     from factrl.evaluate import evaluate
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
-    from factrl.train.teacher import TemplateTeacher
+    from factrl.registry import RegistryError
+    from factrl.train.teacher import make_teacher
 
     claims = load_claims(dataset, data_dir, split, balanced=True, limit=limit, ids=ids)
     idx = load_index(index) if index is not None else None
+    if mode is None and agent == "veri_r1":
+        mode = "offline"
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
-    evaluate(claims, make_env, TemplateTeacher(claims), out,
+    try:
+        teacher = make_teacher(agent, claims, spec.params)
+    except RegistryError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--agent") from None
+    evaluate(claims, make_env, teacher, out,
              rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),
              run_info={"dataset": dataset, "split": split, "agent": spec.model_dump(mode="json"),
-                       "model": "template-teacher"})
+                       "model": teacher.name})
     typer.echo(f"wrote {out / 'trajectories.jsonl'}")
 
 

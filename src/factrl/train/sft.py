@@ -18,7 +18,7 @@ from typing import Any
 from factrl.metrics.veri_r1 import score_item
 from factrl.types import Trajectory
 
-__all__ = ["SFTSettings", "is_fully_correct", "select_correct", "sft_examples", "train_sft"]
+__all__ = ["LABEL_ONLY_AGENTS", "SFTSettings", "is_fully_correct", "select_correct", "sft_examples", "train_sft"]
 
 
 @dataclass
@@ -39,10 +39,18 @@ class SFTSettings:
     warmup_steps: int = 0
 
 
+# Agents whose verdict cites no evidence ids: fully correct = every stage well formed and
+# the label right (their evidence is judged by the reward, e.g. ProFact's METEOR terms).
+LABEL_ONLY_AGENTS = frozenset({"profact"})
+
+
 def is_fully_correct(t: Trajectory) -> bool:
-    """Well formed, correct label, and evidence exactly the gold set (NEI relaxed)."""
+    """Well formed, correct label, and evidence exactly the gold set (NEI relaxed); for
+    agents that cite no evidence ids (``LABEL_ONLY_AGENTS``), well formed and correct label."""
     if t.error or not t.verdict.format_ok or t.claim.label is None:
         return False
+    if t.env in LABEL_ONLY_AGENTS:
+        return t.verdict.label == t.claim.label
     return score_item(t.claim.label, t.claim.evidence_ids, t.verdict).joint
 
 
@@ -51,24 +59,27 @@ def select_correct(trajs: Sequence[Trajectory]) -> list[Trajectory]:
 
 
 def sft_examples(trajs: Sequence[Trajectory], lm: Any, max_length: int | None = None) -> list[dict[str, list[int]]]:
-    """``{"input_ids", "labels"}`` per trajectory, tokenised by the student ``lm`` (an
-    ``LM``: ``chat_prompt_ids``/``encode``/``eos_token_id``); labels -100 off the teacher's turns."""
+    """``{"input_ids", "labels"}`` per context of each trajectory — the opening context,
+    then each further context (``segments``: ProFact's per-question searches) as an
+    example of its own — tokenised by the student ``lm`` (an ``LM``:
+    ``chat_prompt_ids``/``encode``/``eos_token_id``); labels -100 off the teacher's turns."""
     out = []
     eos_token_id = lm.eos_token_id
     for t in trajs:
-        ids = list(lm.chat_prompt_ids(t.prompt))
-        labels = [-100] * len(ids)
-        for turn in t.turns:
-            toks = [x for x in lm.encode(turn.text) if x != eos_token_id]
-            ids += toks
-            labels += toks if turn.source == "model" else [-100] * len(toks)
-        if not ids or ids[-1] != eos_token_id:
-            ids.append(eos_token_id)
-            labels.append(eos_token_id)
-        if max_length is not None and len(ids) > max_length:
-            continue  # a cut example would teach an unfinished answer
-        if any(x != -100 for x in labels):
-            out.append({"input_ids": ids, "labels": labels})
+        for prompt, turns in [(t.prompt, t.turns), *((s.prompt, s.turns) for s in t.segments)]:
+            ids = list(lm.chat_prompt_ids(prompt))
+            labels = [-100] * len(ids)
+            for turn in turns:
+                toks = [x for x in lm.encode(turn.text) if x != eos_token_id]
+                ids += toks
+                labels += toks if turn.source == "model" else [-100] * len(toks)
+            if not ids or ids[-1] != eos_token_id:
+                ids.append(eos_token_id)
+                labels.append(eos_token_id)
+            if max_length is not None and len(ids) > max_length:
+                continue  # a cut example would teach an unfinished answer
+            if any(x != -100 for x in labels):
+                out.append({"input_ids": ids, "labels": labels})
     return out
 
 
@@ -108,7 +119,7 @@ def train_sft(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
 
     tok = AutoTokenizer.from_pretrained(model_path)
     examples = sft_examples(keep, _TokenizerView(tok), s.max_length)
-    skipped = len(keep) - len(examples)
+    skipped = sum(1 + len(t.segments) for t in keep) - len(examples)  # contexts not kept
     print(f"SFT: {len(examples)} examples from {len(keep)} fully correct of {len(trajs)} trajectories"
           + (f" ({skipped} skipped: over max_length={s.max_length} tokens or no model tokens)" if skipped else ""),
           file=sys.stderr, flush=True)

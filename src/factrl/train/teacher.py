@@ -20,9 +20,14 @@ from typing import Any
 
 from factrl.labels import Label
 from factrl.lm.scripted import ScriptedLM
+from factrl.registry import Registry
 from factrl.types import Claim
 
-__all__ = ["TemplateTeacher"]
+__all__ = ["TEACHERS", "TemplateTeacher", "make_teacher"]
+
+# agent name -> factory(claims, agent params) of the rule-based teacher for that protocol
+TEACHERS: Registry[Any] = Registry("teacher")
+TEACHERS.register_lazy("profact", "factrl.train.profact_teacher")
 
 _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 
@@ -105,3 +110,16 @@ class TemplateTeacher(ScriptedLM):
             label = claim.label
         cited = ids if label is not Label.NEI else ""
         return f"<think>{reason}</think>\n<answer>\nLabel: {label.value}\nEvidence: {cited}\n</answer>"
+
+
+@TEACHERS.register("veri_r1")
+@TEACHERS.register("veri_r1_offline")
+def _veri_r1_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> TemplateTeacher:
+    del params  # the teacher reads the setting (online/offline) from the prompt
+    return TemplateTeacher(claims)
+
+
+def make_teacher(agent: str, claims: Sequence[Claim], params: dict[str, Any] | None = None) -> ScriptedLM:
+    """The rule-based teacher of ``agent``'s protocol (``factrl train teach --agent``);
+    an agent without one is a :class:`~factrl.registry.RegistryError` naming those that have."""
+    return TEACHERS.get(agent)(claims, dict(params or {}))

@@ -1,0 +1,120 @@
+"""A rule-based teacher that writes protocol-perfect ProFact episodes from AVeriTeC gold
+(questions, answers, label) — the warm-up a small model needs before GRPO on the
+process reward has any signal (an untrained 135M model never writes a ``<questions>``
+block, so every reward is 0).
+
+Stage by stage, through the real environment like any LM:
+
+- **question stage**: the claim's gold questions (the first ``max_questions``, one line
+  each, repeats dropped) as a numbered ``<questions>`` list;
+- **search stage**, in each question's own context: a ``<search>`` with the question
+  itself (a query the student can write), then an ``<answer>``: the gold answer when the
+  search showed that question's gold unit (``<claim>_qa_<i>``), otherwise "The evidence
+  does not answer this question." — answers rest on what was shown, never on knowledge
+  the student could not have had;
+- **verdict stage**: the gold label in ``<verdict>`` (AVeriTeC spelling).
+
+Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
+preset's 96-token turns. Which claim a row belongs to comes from the row's metadata
+(``claim_id``, ``role``), never from parsing the prompt; the context is read only for
+what the environment has shown (the question being answered, the ids retrieved).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from factrl.datasets.averitec import qa_evidence_id
+from factrl.envs.profact.parse import AVERITEC_LABELS
+from factrl.lm.scripted import ScriptedLM
+from factrl.train.teacher import TEACHERS
+from factrl.types import Claim
+
+__all__ = ["ProFactTeacher", "NOT_ANSWERED"]
+
+NOT_ANSWERED = "The evidence does not answer this question."
+_SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_QUESTION = re.compile(r"\nQuestion: (.+)\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return head + " …"
+
+
+class ProFactTeacher(ScriptedLM):
+    """``ProFactTeacher(claims, max_questions=…)``: AVeriTeC claims with gold questions."""
+
+    name = "profact-teacher"
+
+    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, max_answer_chars: int = 300) -> None:
+        super().__init__(lambda context: self.respond_row(context, {}))
+        self.by_id = {c.id: c for c in claims}
+        self.max_questions = max_questions
+        self.max_answer_chars = max_answer_chars
+
+    def gold(self, claim: Claim) -> list[tuple[str, str, str]]:
+        """``(question, answer, evidence id)`` of the claim's first ``max_questions``
+        distinct gold questions; the answer joins the question's answers (Boolean ones
+        with their explanation), as the loader's evidence text does."""
+        out: list[tuple[str, str, str]] = []
+        seen: set[str] = set()
+        for i, q in enumerate(claim.meta.get("questions") or []):
+            question = _one_line(q.get("question", "")) if isinstance(q, dict) else ""
+            if not question or question in seen:
+                continue
+            seen.add(question)
+            answers = []
+            for a in q.get("answers") or []:
+                text = _one_line(a.get("answer", ""))
+                explanation = _one_line(a.get("boolean_explanation") or "")
+                if a.get("answer_type") == "Boolean" and explanation:
+                    text = f"{text.rstrip('.')}. {explanation}"
+                if text:
+                    answers.append(text)
+            out.append((question, " ".join(answers), qa_evidence_id(claim.id, i)))
+            if len(out) == self.max_questions:
+                break
+        return out
+
+    def respond_row(self, context: str, meta: dict[str, Any]) -> str:
+        claim = self.by_id.get(str(meta.get("claim_id")))
+        if claim is None or claim.label is None:
+            return "<verdict>Not Enough Evidence</verdict>"
+        gold = self.gold(claim)
+        if meta.get("role") == "search":
+            return self._search_turn(context, gold)
+        # What the episode added after the prompt (whose protocol text shows an example block).
+        after_prompt = context.partition(claim.text.strip())[2]
+        if "</questions>" not in after_prompt:
+            if not gold:
+                return "<questions>\n1. " + _one_line(claim.text) + "\n</questions>"
+            return "<questions>\n" + "\n".join(f"{n}. {q}" for n, (q, _, _) in enumerate(gold, 1)) + "\n</questions>"
+        return f"<verdict>{AVERITEC_LABELS[claim.label]}</verdict>"
+
+    def _search_turn(self, context: str, gold: list[tuple[str, str, str]]) -> str:
+        found = list(_QUESTION.finditer(context))
+        question = _one_line(found[-1].group(1)) if found else ""
+        after = context[found[-1].end():] if found else ""
+        if "<information>" not in after:
+            return f"<search>{question}</search>"
+        shown = set(_SHOWN.findall(after))
+        for q, answer, ev_id in gold:
+            if q == question and answer and any(s == ev_id or s.startswith(ev_id + "_") or s.startswith(ev_id + ":")
+                                                for s in shown):
+                return f"<answer>{_cut(answer, self.max_answer_chars)}</answer>"
+        return f"<answer>{NOT_ANSWERED}</answer>"
+
+
+@TEACHERS.register("profact")
+def _profact_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> ProFactTeacher:
+    """Sized to the environment's parameters (``max_questions``, default 5)."""
+    return ProFactTeacher(claims, max_questions=int(params.get("max_questions", 5)))

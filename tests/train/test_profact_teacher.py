@@ -1,0 +1,121 @@
+"""The ProFact teacher: protocol-perfect episodes from AVeriTeC gold through the real
+environment, honest answers (only what the search showed), and SFT examples for every
+context of an episode (the opening one and each question's search)."""
+
+from __future__ import annotations
+
+import pytest
+
+from factrl.envs import EnvDeps, EnvSpec, build
+from factrl.labels import Label
+from factrl.metrics.averitec_submission import gold_qa_strings, gold_questions
+from factrl.registry import RegistryError
+from factrl.rewards.profact import ProFactReward
+from factrl.rollout import run_episodes
+from factrl.train.profact_teacher import NOT_ANSWERED, ProFactTeacher
+from factrl.train.sft import is_fully_correct, select_correct, sft_examples
+from factrl.train.teacher import TemplateTeacher, make_teacher
+from factrl.types import Claim, Passage
+
+from _support import WordOverlapRetriever
+
+GOLD = [
+    {"question": "What was the tax rate in 2019?", "answers": [{"answer": "30 percent", "answer_type": "Extractive"}]},
+    {"question": "When was the mayor elected?",
+     "answers": [{"answer": "No", "answer_type": "Boolean", "boolean_explanation": "He was elected in 2016."}]},
+    {"question": "What was the tax rate in 2019?", "answers": [{"answer": "repeated", "answer_type": "Extractive"}]},
+    {"question": "Was a bridge built?", "answers": [{"answer": "Yes, in 1999", "answer_type": "Abstractive"}]},
+]
+# The evidence store: pooled gold QA units with the loader's ids (<claim>_qa_<i>).
+PASSAGES = [
+    Passage(id="7_qa_0", doc_id="7_qa_0", text="What was the tax rate in 2019? 30 percent",
+            sentence_ids=["7_qa_0"], sentences=["What was the tax rate in 2019? 30 percent"]),
+    Passage(id="7_qa_1", doc_id="7_qa_1", text="When was the mayor elected? No. He was elected in 2016.",
+            sentence_ids=["7_qa_1"], sentences=["When was the mayor elected? No. He was elected in 2016."]),
+]
+CLAIM = Claim(id="7", text="The mayor raised the tax rate to 30 percent.", label="Refuted", dataset="averitec",
+              meta={"questions": GOLD})
+
+
+def episodes(claims, teacher, **params):
+    spec = EnvSpec(name="profact", params=params)
+    return run_episodes(lambda: build(spec, EnvDeps(retriever=WordOverlapRetriever(PASSAGES))), claims, teacher)
+
+
+def test_teacher_episode_is_protocol_perfect_and_scores_on_the_gold():
+    (traj,) = episodes([CLAIM], ProFactTeacher([CLAIM], max_questions=3), max_questions=3)
+    assert traj.verdict.format_ok, traj.verdict.format_errors
+    assert traj.verdict.label is Label.REFUTE
+    # The first three distinct gold questions, one search each, with the question as query.
+    assert traj.meta["questions"] == ["What was the tax rate in 2019?", "When was the mayor elected?",
+                                      "Was a bridge built?"]
+    assert traj.searches == traj.meta["questions"]
+    answers = [qa["answer"] for qa in traj.meta["qa"]]
+    # Shown gold units are answered from the gold (Boolean with its explanation); the
+    # bridge question's gold unit is not in the store, so the answer says so.
+    assert answers == ["30 percent", "No. He was elected in 2016.", NOT_ANSWERED]
+    parts = ProFactReward()(traj).components
+    # Three of the four gold questions asked verbatim (the repeat cannot be matched twice).
+    assert parts["label"] == 1.0 and parts["question"] == pytest.approx(3 / 4, abs=0.01)
+    assert 0.4 < parts["qa"] < 0.75  # two of four gold QA strings matched exactly
+    assert is_fully_correct(traj) and select_correct([traj]) == [traj]
+
+
+def test_teacher_respects_max_questions_and_cuts_long_answers():
+    long = dict(CLAIM.meta, questions=[{"question": "What was the tax rate in 2019?",
+                                         "answers": [{"answer": "word " * 200, "answer_type": "Extractive"}]}])
+    claim = CLAIM.model_copy(update={"meta": long})
+    teacher = ProFactTeacher([claim], max_questions=1, max_answer_chars=50)
+    (traj,) = episodes([claim], teacher, max_questions=1)
+    assert traj.verdict.format_ok and len(traj.meta["questions"]) == 1
+    answer = traj.meta["qa"][0]["answer"]
+    assert len(answer) <= 52 and answer.endswith("…")
+
+
+def test_wrong_label_or_broken_stage_is_not_fully_correct():
+    (traj,) = episodes([CLAIM], ProFactTeacher([CLAIM]))
+    wrong = traj.model_copy(update={"verdict": traj.verdict.model_copy(update={"label": Label.SUPPORT})})
+    broken = traj.model_copy(update={"verdict": traj.verdict.model_copy(update={"format_ok": False})})
+    assert not is_fully_correct(wrong) and not is_fully_correct(broken)
+
+
+class _Chars:
+    """A character-level student tokenizer (the LM protocol's tokenising half)."""
+
+    eos_token_id = 0
+
+    def chat_prompt_ids(self, messages):
+        return [ord(c) for m in messages for c in f"<{m.role}>{m.content}"]
+
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+
+def test_sft_examples_cover_every_context_with_model_turns_only_labelled():
+    (traj,) = episodes([CLAIM], ProFactTeacher([CLAIM], max_questions=2), max_questions=2)
+    examples = sft_examples([traj], _Chars())
+    assert len(examples) == 1 + len(traj.segments) == 3
+    decode = lambda ids: "".join(chr(i) for i in ids if i > 0)  # noqa: E731
+    learned = [decode(x for x in e["labels"] if x != -100) for e in examples]
+    assert learned[0].startswith("<questions>") and learned[0].endswith("<verdict>Refuted</verdict>")
+    assert "Stage 3" not in learned[0]  # the verdict stage's record is an observation
+    for text in learned[1:]:
+        assert text.startswith("<search>") and "<answer>" in text and "<information>" not in text
+    # A context over the length bound is dropped, the others kept.
+    longest = max(len(e["input_ids"]) for e in examples)
+    assert len(sft_examples([traj], _Chars(), max_length=longest - 1)) < 3
+
+
+def test_make_teacher_picks_the_agents_protocol():
+    assert isinstance(make_teacher("profact", [CLAIM], {"max_questions": 2}), ProFactTeacher)
+    assert make_teacher("profact", [CLAIM], {"max_questions": 2}).max_questions == 2
+    assert isinstance(make_teacher("veri_r1", [CLAIM]), TemplateTeacher)
+    with pytest.raises(RegistryError, match="teacher"):
+        make_teacher("haris", [CLAIM])
+
+
+def test_gold_strings_the_reward_uses_match_the_teacher_items():
+    teacher = ProFactTeacher([CLAIM], max_questions=5)
+    qs = [q for q, _, _ in teacher.gold(CLAIM)]
+    assert qs == list(dict.fromkeys(gold_questions(CLAIM)))
+    assert f"{qs[1]} No. He was elected in 2016." in gold_qa_strings(CLAIM)
