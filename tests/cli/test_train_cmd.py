@@ -33,3 +33,26 @@ def test_teach_offline_context_sentences_bounds_the_prompt(tmp_path):
     res = runner.invoke(app, ["train", "teach", "--dataset", "jsonl", "--data-dir", str(claims), "--index",
                               str(index), "--out", str(tmp_path / "bad"), "--context-sentences", "0"])
     assert res.exit_code == 2
+
+
+def test_split_writes_the_runs_split_once_and_grpo_would_reuse_it(tmp_path):
+    from factrl.datasets.prepare import DataSettings, prepare_splits
+
+    data = REPO / "tests" / "fixtures" / "datasets" / "averitec"
+    args = ["train", "split", "--config", "profact_cpu", "--set", f"data.data_dir={data}",
+            "--set", "data.held_out_fraction=0.25", "--out", str(tmp_path / "run")]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    train = (tmp_path / "run" / "train_ids.txt").read_text().split()
+    held = (tmp_path / "run" / "held_out_ids.txt").read_text().split()
+    assert sorted(train + held) == ["0", "1", "2", "3"]  # the fixture's four claims, each once
+    assert f"{len(train)} train" in res.output and f"{len(held)} held out" in res.output
+    # Asked again with other settings, the recorded split stands (what a run will use).
+    res = runner.invoke(app, [*args[:-4], "--set", "data.held_out_fraction=0.75", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0 and "reusing" in res.output
+    assert (tmp_path / "run" / "held_out_ids.txt").read_text().split() == held
+    again, held_again = prepare_splits(DataSettings(dataset="averitec", data_dir=str(data), split="dev"), tmp_path / "run")
+    assert [c.id for c in held_again] == held and [c.id for c in again] == train
+    bad = runner.invoke(app, ["train", "split", "--config", "profact_cpu", "--set", "data.data_dir=/nonexistent",
+                              "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 1 and "error:" in bad.output

@@ -74,6 +74,35 @@ def grpo(
         typer.echo(table)
 
 
+@train_app.command("split")
+def split(
+    config: str = typer.Option(..., "--config", help="A TOML file or a preset name (factrl train presets)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a setting: --set data.held_out_fraction=0.2."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default: the config's output_dir)."),
+) -> None:
+    """Write a run's train / held-out split (train_ids.txt, held_out_ids.txt) without
+    training, so a warm-up can be taught on the training part only (train teach --ids);
+    a later train grpo in the same directory reuses it."""
+    from factrl.datasets.prepare import HELD_OUT_IDS, TRAIN_IDS, prepare_splits
+    from factrl.train.config import load_run_config
+
+    overrides = _parse_sets(set_)
+    if out is not None:
+        overrides["output_dir"] = str(out)
+    try:
+        cfg = load_run_config(config, overrides)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    run_dir = Path(cfg.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        train, held_out = prepare_splits(cfg.data, run_dir)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{len(train)} train → {run_dir / TRAIN_IDS}\n{len(held_out)} held out → {run_dir / HELD_OUT_IDS}")
+
+
 @train_app.command("sft")
 def sft(
     trajectories: Path = typer.Option(..., "--trajectories", help="trajectories.jsonl of a teacher (factrl eval)."),
