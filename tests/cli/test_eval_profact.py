@@ -19,23 +19,35 @@ DATA = Path(__file__).parents[1] / "fixtures" / "datasets" / "averitec"
 # METEOR prepares its offline WordNet on first use (factrl.metrics.meteor.ensure_wordnet).
 
 
-def test_factrl_eval_profact_on_averitec(tmp_path: Path):
+@pytest.fixture(scope="module")
+def cli():
     from factrl.cli import _load_commands, app
-    from factrl.lm.tiny import build_tiny_model
 
     _load_commands()
     runner = CliRunner()
-    corpus = tmp_path / "corpus.jsonl"
-    r = runner.invoke(app, ["corpus", "pool", "--dataset", "averitec", "--data-dir", str(DATA), "--split", "dev",
-                            "--out", str(corpus)])
+    return lambda args: runner.invoke(app, args)
+
+
+@pytest.fixture(scope="module")
+def index(cli, tmp_path_factory) -> Path:
+    """An index over the fixture's pooled gold answers (the evidence store)."""
+    tmp = tmp_path_factory.mktemp("averitec")
+    r = cli(["corpus", "pool", "--dataset", "averitec", "--data-dir", str(DATA), "--split", "dev",
+             "--out", str(tmp / "corpus.jsonl")])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "index")])
+    r = cli(["index", "build", "--corpus", str(tmp / "corpus.jsonl"), "--out", str(tmp / "index")])
     assert r.exit_code == 0, r.output
+    return tmp / "index"
+
+
+def test_factrl_eval_profact_on_averitec(cli, index: Path, tmp_path: Path):
+    from factrl.lm.tiny import build_tiny_model
+
     model = build_tiny_model(tmp_path / "tiny", layers=1, hidden=32, heads=2)
     out = tmp_path / "run"
-    r = runner.invoke(app, ["eval", "--agent", "profact", "--dataset", "averitec", "--data-dir", str(DATA),
-                            "--split", "dev", "--index", str(tmp_path / "index"), "--model", str(model),
-                            "--max-new-tokens", "8", "--batch-size", "4", "--out", str(out)])
+    r = cli(["eval", "--agent", "profact", "--dataset", "averitec", "--data-dir", str(DATA),
+             "--split", "dev", "--index", str(index), "--model", str(model),
+             "--max-new-tokens", "8", "--batch-size", "4", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "averitec_predictions.json" in r.output
     trajs = [json.loads(x) for x in (out / "trajectories.jsonl").read_text().splitlines()]
@@ -51,21 +63,10 @@ def test_factrl_eval_profact_on_averitec(tmp_path: Path):
     assert all(t["reward"]["total"] == t["reward"]["components"]["label"] for t in trajs)
 
 
-def test_factrl_train_teach_profact_writes_scored_protocol_perfect_episodes(tmp_path: Path):
-    from factrl.cli import _load_commands, app
-
-    _load_commands()
-    runner = CliRunner()
-    corpus = tmp_path / "corpus.jsonl"
-    r = runner.invoke(app, ["corpus", "pool", "--dataset", "averitec", "--data-dir", str(DATA), "--split", "dev",
-                            "--out", str(corpus)])
-    assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "index")])
-    assert r.exit_code == 0, r.output
+def test_factrl_train_teach_profact_writes_scored_protocol_perfect_episodes(cli, index: Path, tmp_path: Path):
     out = tmp_path / "teach"
-    r = runner.invoke(app, ["train", "teach", "--agent", "profact", "--param", "max_questions=2", "--dataset",
-                            "averitec", "--data-dir", str(DATA), "--split", "dev", "--index", str(tmp_path / "index"),
-                            "--out", str(out)])
+    r = cli(["train", "teach", "--agent", "profact", "--param", "max_questions=2", "--dataset", "averitec",
+             "--data-dir", str(DATA), "--split", "dev", "--index", str(index), "--out", str(out)])
     assert r.exit_code == 0, r.output
     trajs = [json.loads(x) for x in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(trajs) == 4 and all(t["verdict"]["format_ok"] for t in trajs)
@@ -74,6 +75,6 @@ def test_factrl_train_teach_profact_writes_scored_protocol_perfect_episodes(tmp_
     av = json.loads((out / "metrics.json").read_text())["averitec"]
     assert av["label_acc"] == 1.0 and av["q_only_meteor"] > 0.5
     # An agent without a teacher is a usage error that names the ones with one.
-    r = runner.invoke(app, ["train", "teach", "--agent", "haris", "--dataset", "averitec", "--data-dir", str(DATA),
-                            "--split", "dev", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "bad")])
+    r = cli(["train", "teach", "--agent", "haris", "--dataset", "averitec", "--data-dir", str(DATA),
+             "--split", "dev", "--index", str(index), "--out", str(tmp_path / "bad")])
     assert r.exit_code == 2 and "profact" in r.output

@@ -19,6 +19,21 @@ def _parse_sets(sets: list[str]) -> dict[str, object]:
         raise typer.BadParameter(str(exc), param_hint="--set") from None
 
 
+def _run_config(config: str, sets: list[str], out: Path | None, extra: dict[str, object] | None = None):  # noqa: ANN202
+    """The run config of ``--config``/``--set``/``--out`` (and ``extra`` overrides); a bad
+    one is a usage error naming it."""
+    from factrl.train.config import load_run_config
+
+    overrides = _parse_sets(sets)
+    if out is not None:
+        overrides["output_dir"] = str(out)
+    overrides.update(extra or {})
+    try:
+        return load_run_config(config, overrides)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+
+
 @train_app.command("presets")
 def presets() -> None:
     """List the bundled presets with the paper section each one follows."""
@@ -48,18 +63,9 @@ def grpo(
     ),
 ) -> None:
     """Train an agent with GRPO; writes checkpoints, metrics.jsonl, curves.png and final/."""
-    from factrl.train.config import load_run_config
     from factrl.train.grpo import train_grpo
 
-    overrides = _parse_sets(set_)
-    if out is not None:
-        overrides["output_dir"] = str(out)
-    if agent is not None:
-        overrides["env.name"] = agent
-    try:
-        cfg = load_run_config(config, overrides)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    cfg = _run_config(config, set_, out, {"env.name": agent} if agent is not None else None)
     if eval_held_out:
         from factrl.train.learning import evaluate_held_out
 
@@ -84,15 +90,8 @@ def split(
     training, so a warm-up can be taught on the training part only (train teach --ids);
     a later train grpo in the same directory reuses it."""
     from factrl.datasets.prepare import HELD_OUT_IDS, TRAIN_IDS, prepare_splits
-    from factrl.train.config import load_run_config
 
-    overrides = _parse_sets(set_)
-    if out is not None:
-        overrides["output_dir"] = str(out)
-    try:
-        cfg = load_run_config(config, overrides)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    cfg = _run_config(config, set_, out)
     run_dir = Path(cfg.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -217,16 +216,9 @@ def haris(
 ) -> None:
     """HARIS coordinated training (Algorithm 1): foundation, then N alternating rounds of
     search-agent and reasoning-agent GRPO; writes one directory per stage and haris_state.json."""
-    from factrl.train.config import load_run_config
     from factrl.train.haris import train_haris
 
-    overrides = _parse_sets(set_)
-    if out is not None:
-        overrides["output_dir"] = str(out)
-    try:
-        cfg = load_run_config(config, overrides)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    cfg = _run_config(config, set_, out)
     if cfg.env.name != "haris":
         raise typer.BadParameter(f"env.name must be 'haris', got {cfg.env.name!r}", param_hint="--config")
     run_dir = Path(cfg.output_dir)
