@@ -72,8 +72,18 @@ def learning_table(run_dir: Path) -> str:
     ]
     lines += [f"| {k} | {_f(before.get(k))} | {_f(after.get(k))} |" for k in rows]
     lines.append(f"| mean_reward | {_f(before.get('mean_reward'))} | {_f(after.get('mean_reward'))} |")
+    lines += _averitec_rows(before, after)
     lines += _hallucination_rows(run_dir)
     return "\n".join(lines) + "\n"
+
+
+def _averitec_rows(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The AVeriTeC scores (ProFact's own metrics), when both evaluations have them."""
+    a, b = before.get("averitec"), after.get("averitec")
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return []
+    keys = ("q_only_meteor", "qa_meteor", "averitec_score", "label_macro_f1")
+    return [f"| averitec.{k} | {_f(a.get(k))} | {_f(b.get(k))} |" for k in keys]
 
 
 def _hallucination_rows(run_dir: Path) -> list[str]:
