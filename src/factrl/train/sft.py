@@ -61,7 +61,9 @@ def select_correct(trajs: Sequence[Trajectory]) -> list[Trajectory]:
 def sft_examples(trajs: Sequence[Trajectory], lm: Any, max_length: int | None = None) -> list[dict[str, list[int]]]:
     """``{"input_ids", "labels"}`` per context of each trajectory — the opening context,
     then each further context (``segments``: ProFact's per-question searches) as an
-    example of its own — tokenised by the student ``lm`` (an ``LM``:
+    example of its own, since a teacher writes every context of its episodes (a
+    trajectory whose segments another model played, e.g. ``--role-model``, would teach
+    that model's turns too) — tokenised by the student ``lm`` (an ``LM``:
     ``chat_prompt_ids``/``encode``/``eos_token_id``); labels -100 off the teacher's turns."""
     out = []
     eos_token_id = lm.eos_token_id
