@@ -30,7 +30,7 @@ from factrl.datasets.base import DATASETS, LoadResult, collect_claims
 from factrl.labels import Label
 from factrl.types import Claim, EvidenceRef
 
-__all__ = ["AveritecLoader", "qa_evidence_id"]
+__all__ = ["AveritecLoader", "answer_text", "qa_evidence_id"]
 
 _META = ("justification", "claim_date", "speaker", "original_claim_url", "fact_checking_article",
          "reporting_source", "location_ISO_code", "claim_types", "fact_checking_strategies")
@@ -41,7 +41,8 @@ def qa_evidence_id(claim_id: str, index: int) -> str:
     return f"{claim_id}_qa_{index}"
 
 
-def _answer_text(answer: dict[str, Any]) -> str:
+def answer_text(answer: dict[str, Any]) -> str:
+    """One gold answer as text: a Boolean answer is followed by its explanation."""
     text = answer["answer"].strip()
     explanation = answer.get("boolean_explanation")
     if answer.get("answer_type") == "Boolean" and isinstance(explanation, str) and explanation.strip():
@@ -74,7 +75,7 @@ def _parse(row: dict[str, Any]) -> Claim:
     questions = [_question(q, f"questions[{i}]") for i, q in enumerate(list_field(row, "questions", required=False))]
     evidence = [
         EvidenceRef(id=qa_evidence_id(claim_id, i), doc_id=qa_evidence_id(claim_id, i),
-                    text=" ".join([q["question"], *(_answer_text(a) for a in q["answers"])]))
+                    text=" ".join([q["question"], *(answer_text(a) for a in q["answers"])]))
         for i, q in enumerate(questions)
     ]
     meta = {k: row[k] for k in _META if row.get(k) is not None}

@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from factrl.datasets.averitec import qa_evidence_id
+from factrl.datasets.averitec import answer_text, qa_evidence_id
 from factrl.envs.profact.parse import AVERITEC_LABELS
 from factrl.lm.scripted import ScriptedLM
 from factrl.train.teacher import TEACHERS
@@ -72,15 +72,8 @@ class ProFactTeacher(ScriptedLM):
             if not question or question in seen:
                 continue
             seen.add(question)
-            answers = []
-            for a in q.get("answers") or []:
-                text = _one_line(a.get("answer", ""))
-                explanation = _one_line(a.get("boolean_explanation") or "")
-                if a.get("answer_type") == "Boolean" and explanation:
-                    text = f"{text.rstrip('.')}. {explanation}"
-                if text:
-                    answers.append(text)
-            out.append((question, " ".join(answers), qa_evidence_id(claim.id, i)))
+            answer = _one_line(" ".join(answer_text(a) for a in q.get("answers") or []))
+            out.append((question, answer, qa_evidence_id(claim.id, i)))
             if len(out) == self.max_questions:
                 break
         return out
@@ -108,8 +101,7 @@ class ProFactTeacher(ScriptedLM):
             return f"<search>{question}</search>"
         shown = set(_SHOWN.findall(after))
         for q, answer, ev_id in gold:
-            if q == question and answer and any(s == ev_id or s.startswith(ev_id + "_") or s.startswith(ev_id + ":")
-                                                for s in shown):
+            if q == question and answer and ev_id in shown:  # the pooled store's ids are the gold ids
                 return f"<answer>{_cut(answer, self.max_answer_chars)}</answer>"
         return f"<answer>{NOT_ANSWERED}</answer>"
 
