@@ -54,13 +54,16 @@ def test_second_call_reads_the_recorded_split_back(data: DataSettings, tmp_path:
     assert {name: (run / name).stat().st_mtime_ns for name in before} == mtimes
 
 
-def test_limit_caps_the_training_part_only(data: DataSettings, tmp_path: Path) -> None:
+def test_limit_caps_the_training_part_only_keeping_label_shares(data: DataSettings, tmp_path: Path) -> None:
+    """The training part is label-grouped; a cap takes evenly spaced claims, not the first
+    ones (which would all share one label)."""
     full_train, full_held = prepare_splits(data, tmp_path / "full")
-    train, held_out = prepare_splits(replace(data, limit=4), tmp_path / "capped")
-    assert ids(train) == ids(full_train)[:4]
+    train, held_out = prepare_splits(replace(data, limit=6), tmp_path / "capped")
+    assert len(train) == 6 and set(ids(train)) <= set(ids(full_train))
+    assert sorted(Counter(c.label for c in train).values()) == [2, 2, 2]
     assert ids(held_out) == ids(full_held)
     assert _read(tmp_path / "capped" / TRAIN_IDS) == ids(train)
-    assert prepare_splits(replace(data, limit=4), tmp_path / "capped") == (train, held_out)
+    assert prepare_splits(replace(data, limit=6), tmp_path / "capped") == (train, held_out)
 
 
 def test_held_out_limit_caps_the_evaluated_part_keeping_label_shares(data: DataSettings, tmp_path: Path) -> None:
@@ -95,9 +98,9 @@ def test_half_a_recorded_split_is_an_error(data: DataSettings, tmp_path: Path) -
         prepare_splits(data, run)
 
 
-def test_no_training_claims_left(tmp_path: Path) -> None:
+def test_a_zero_training_cap_is_refused(tmp_path: Path) -> None:
     src = write_claims(tmp_path / "c.jsonl", n=3)
-    with pytest.raises(ValueError, match="no training claims"):
+    with pytest.raises(ValueError, match="limit must be >= 1"):
         prepare_splits(DataSettings(dataset="jsonl", data_dir=str(src), limit=0), tmp_path / "run")
     assert not (tmp_path / "run" / TRAIN_IDS).exists()
 

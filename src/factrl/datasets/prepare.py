@@ -36,6 +36,16 @@ class DataSettings:
     skip_bad_rows: bool = False
 
 
+def _evenly_spaced(claims: list[Claim], cap: int | None, name: str) -> list[Claim]:
+    """At most ``cap`` claims, evenly spaced through the label-grouped list (shares kept)."""
+    if cap is None:
+        return claims
+    if cap < 1:
+        raise ValueError(f"{name} must be >= 1, got {cap}")
+    n = len(claims)
+    return claims if cap >= n else [claims[i * n // cap] for i in range(cap)]
+
+
 class SplitMismatchError(ValueError):
     """The split recorded in a run directory names claims the dataset no longer has."""
 
@@ -119,14 +129,8 @@ def prepare_splits(data: DataSettings, out_dir: Path) -> tuple[list[Claim], list
         raise FileNotFoundError(f"{out_dir} has {present} but not {absent}; restore it, or delete "
                                 f"{present} to split again")
     train, held_out = split_claims(usable, test_fraction=data.held_out_fraction, seed=data.split_seed)
-    if data.limit is not None:
-        train = train[: data.limit]
-    if data.held_out_limit is not None:
-        if data.held_out_limit < 1:
-            raise ValueError(f"held_out_limit must be >= 1, got {data.held_out_limit}")
-        n = len(held_out)
-        if data.held_out_limit < n:
-            held_out = [held_out[i * n // data.held_out_limit] for i in range(data.held_out_limit)]
+    train = _evenly_spaced(train, data.limit, "limit")
+    held_out = _evenly_spaced(held_out, data.held_out_limit, "held_out_limit")
     if not train:
         raise ValueError("no training claims left after the held-out split and filters")
     out_dir.mkdir(parents=True, exist_ok=True)

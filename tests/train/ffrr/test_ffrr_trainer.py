@@ -110,8 +110,8 @@ def test_a_failing_scorer_is_counted_not_crashed(setup, monkeypatch):
 
     real = trainer.load_scorer
 
-    def flaky(cfg):
-        scorer = real(cfg)
+    def flaky(cfg, **kw):
+        scorer = real(cfg, **kw)
         calls = {"n": 0}
         inner = scorer.probs
 
@@ -176,3 +176,81 @@ def test_presets_load_and_bad_settings_are_refused():
         load_ffrr_config("ffrr_cpu", {"ffrr.method": "ppo"})
     with pytest.raises(ValueError, match="unknown setting"):
         load_ffrr_config("ffrr_cpu", {"ffrr.learning_rat": 1.0})
+
+
+def test_precompute_fills_a_persistent_cache_that_the_next_run_reuses(setup):
+    """Every (claim, candidate) row is scored once before the first update and written to
+    scorer.cache; a second run with the same scorer scores nothing already there."""
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    root, _ = setup
+    cache = root / "shared_scores.jsonl"
+    first = config(setup, "pre1", **{"ffrr.precompute": True, "scorer.cache": str(cache), "ffrr.final_reward": False})
+    train_ffrr(first)
+    rows = [json.loads(line) for line in cache.read_text().splitlines()]
+    train_ids = (Path(first.output_dir) / "train_ids.txt").read_text().split()
+    singles = [r for r in rows if len(r["docs"]) == 1]
+    # the fixture's usable training claims × 4 candidates, each scored exactly once
+    assert len({(r["claim"], r["docs"][0]) for r in singles}) == len(singles) >= 4
+    assert len(singles) % 4 == 0 and len(singles) // 4 <= len(train_ids)
+    assert all(abs(sum(r["probs"]) - 1) < 1e-6 for r in rows)
+    first_lm_rows = json.loads((Path(first.output_dir) / "summary.json").read_text())["lm_rows"]
+    assert first_lm_rows == len(rows)
+    # same scorer, another method: nothing is scored again
+    second = config(setup, "pre2", **{"ffrr.precompute": True, "scorer.cache": str(cache),
+                                      "ffrr.final_reward": False, "ffrr.method": "replug"})
+    train_ffrr(second)
+    assert json.loads((Path(second.output_dir) / "summary.json").read_text())["lm_rows"] == 0
+    assert len(cache.read_text().splitlines()) == len(rows)
+
+
+def test_score_cache_refuses_another_scorer_and_skips_a_torn_line(setup, tmp_path):
+    from factrl.train.ffrr.episodes import ScoreCache
+    from factrl.train.ffrr.trainer import load_scorer, scorer_fingerprint
+    from factrl.types import Passage
+
+    cfg = config(setup, "cache_check")
+    scorer = load_scorer(cfg)
+    path = tmp_path / "scores.jsonl"
+    doc = Passage(id="d1", doc_id="d1", text="Aspirin lowers fever in adults.")
+    cache = ScoreCache(scorer, path, scorer_fingerprint(cfg))
+    row = cache.one("Aspirin reduces fever.", [doc])
+    assert cache.lm_rows == 1
+    with path.open("a") as fh:
+        fh.write('{"claim": "cut off mid-wri')  # a crash while appending
+    again = ScoreCache(scorer, path, scorer_fingerprint(cfg))
+    assert again.torn == 1 and len(again) == 1
+    assert again.one("Aspirin reduces fever.", [doc]) == row and again.lm_rows == 0
+    other = scorer_fingerprint(cfg) | {"max_doc_chars": 999}
+    with pytest.raises(ValueError, match="another scorer"):
+        ScoreCache(scorer, path, other)
+
+
+def test_train_labels_keeps_only_those_claims(setup):
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    cfg = config(setup, "only_support", **{"ffrr.train_labels": ["SUPPORT"]})
+    train_ffrr(cfg)
+    summary = json.loads((Path(cfg.output_dir) / "summary.json").read_text())
+    assert summary["train_claims"] >= 1
+    assert "SUPPORT" not in summary["skipped_labels"] and set(summary["skipped_labels"]) & {"REFUTE", "NOT ENOUGH INFO"}
+    with pytest.raises(ValueError, match="train_labels"):
+        train_ffrr(config(setup, "bad_labels", **{"ffrr.train_labels": ["MAYBE"]}))
+
+
+def test_claim_likelihood_reward_samples_without_the_stopping_rule(setup):
+    """scorer.reward = "claim_likelihood": one-value rows (negative log-likelihoods), no
+    stopping rule (max_samples documents each), its own cache fingerprint."""
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    cfg = config(setup, "likelihood", **{"scorer.reward": "claim_likelihood", "ffrr.final_reward": False,
+                                         "ffrr.precompute": True})
+    train_ffrr(cfg)
+    out = Path(cfg.output_dir)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["kappa"] == 3 and r["stopped"] == 0 and r["doc_reward"] < 0 for r in rows)
+    cached = [json.loads(line) for line in (out / "lm_scores.jsonl").read_text().splitlines()]
+    assert cached and all(len(r["probs"]) == 1 for r in cached)
+    assert json.loads((out / "lm_scores.jsonl.meta.json").read_text())["reward"] == "claim_likelihood"
+    with pytest.raises(ValueError, match="scorer.reward"):
+        config(setup, "bad_reward", **{"scorer.reward": "vibes"})

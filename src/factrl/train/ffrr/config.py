@@ -34,6 +34,16 @@ class ScorerSettings:
     label_field: str = "label"  # "label" (normalised) or "grade" (news_graded's meta["grade"])
     max_doc_chars: int = 1500
     batch_size: int = 8
+    # every scored row is appended here and reused by later runs with the same scorer
+    # (resume, REPLUG and FFRR side by side); None: OUTPUT_DIR/lm_scores.jsonl
+    cache: str | None = None
+    # the training reward: "label" (the paper: the gold label's probability given the
+    # claim and the documents) or "claim_likelihood" (the LM's mean per-token
+    # log-likelihood of the claim after the documents, lm.claim_likelihood; no label
+    # involved, so no stopping rule: ffrr.max_samples documents per episode). Held-out
+    # labels are always the label scorer's.
+    reward: str = "label"
+    likelihood_template: str = "Passage: {evidence}\nA claim based on this passage:"
 
 
 @dataclass
@@ -64,6 +74,14 @@ class FFRRSettings:
     # "index": the frozen index's document vectors, only the query side is trained (then
     # the trained model encodes queries for that same index; no re-index)
     doc_side: str = "encode"
+    # score every training claim's candidates (one document each) before the first update,
+    # in LM batches with progress, into scorer.cache; the updates then only score the
+    # final-reward sets, so many cheap updates follow one scoring pass
+    precompute: bool = False
+    # train on claims with these gold labels only (empty: all with a label word); on
+    # SciFact, NOT ENOUGH INFO claims reward documents that leave the claim unproven,
+    # i.e. unrelated ones (docs/benchmarks.md, "FFRR reward signal")
+    train_labels: list[str] = field(default_factory=list)
     seed: int = 0
 
 
@@ -111,6 +129,8 @@ class FFRRRunConfig:
             raise ValueError(f"ffrr.warmup_ratio must be in [0, 1), got {f.warmup_ratio}")
         if f.doc_side not in ("encode", "index"):
             raise ValueError(f"ffrr.doc_side must be 'encode' or 'index', got {f.doc_side!r}")
+        if self.scorer.reward not in ("label", "claim_likelihood"):
+            raise ValueError(f"scorer.reward must be 'label' or 'claim_likelihood', got {self.scorer.reward!r}")
         if self.scorer.label_field not in ("label", "grade"):
             raise ValueError(f"scorer.label_field must be 'label' or 'grade', got {self.scorer.label_field!r}")
         if len(self.scorer.label_words) < 2:

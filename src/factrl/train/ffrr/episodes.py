@@ -8,9 +8,11 @@ exploitation keeps drawing the same top documents.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from factrl.lm.label_scores import LabelScorer
@@ -58,21 +60,65 @@ class Candidates:
 
 
 class ScoreCache:
-    """The label scorer behind a cache keyed by (claim text, passage ids); counts LM rows."""
+    """The label scorer behind a cache keyed by (claim text, passage ids); counts LM rows.
 
-    def __init__(self, scorer: LabelScorer) -> None:
+    With ``path``, every scored row is appended to that JSONL file as it is scored and the
+    rows already there are loaded first, so a resumed or repeated run (or another method
+    with the same scorer) never scores a row twice. ``fingerprint`` (the scorer's model,
+    prompt form, label words, document cut) is kept beside it in ``PATH.meta.json``; a
+    cache written by a different scorer is refused rather than silently reused. A torn
+    last line (a crash mid-write) is skipped and counted in ``torn``."""
+
+    def __init__(self, scorer: LabelScorer, path: str | Path | None = None,
+                 fingerprint: dict[str, Any] | None = None) -> None:
         self.scorer = scorer
         self.lm_rows = 0
+        self.torn = 0
+        self.path = Path(path) if path is not None else None
         self._cache: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+        if self.path is not None:
+            self._open(fingerprint or {})
+
+    def _open(self, fingerprint: dict[str, Any]) -> None:
+        assert self.path is not None
+        meta = self.path.with_name(self.path.name + ".meta.json")
+        want = json.loads(json.dumps(fingerprint))
+        if meta.exists():
+            have = json.loads(meta.read_text(encoding="utf-8"))
+            if have != want:
+                raise ValueError(f"{self.path} holds scores of another scorer ({have}, this run: {want}); "
+                                 "point scorer.cache elsewhere or delete it")
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            meta.write_text(json.dumps(want, indent=2) + "\n", encoding="utf-8")
+        if self.path.exists():
+            with self.path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        row = json.loads(line)
+                        self._cache[(row["claim"], tuple(row["docs"]))] = [float(x) for x in row["probs"]]
+                    except (ValueError, KeyError, TypeError):
+                        self.torn += 1
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def has(self, claim: str, docs: Sequence[Passage]) -> bool:
+        return (claim, tuple(p.id for p in docs)) in self._cache
 
     def probs(self, claim: str, doc_sets: Sequence[Sequence[Passage]]) -> list[list[float]]:
         keys = [(claim, tuple(p.id for p in docs)) for docs in doc_sets]
-        todo = [i for i, k in enumerate(keys) if k not in self._cache]
+        todo = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in self._cache}.values())
         if todo:
             rows = self.scorer.probs([(claim, [passage_text(p) for p in doc_sets[i]]) for i in todo])
             self.lm_rows += len(todo)
+            lines = []
             for i, row in zip(todo, rows):
                 self._cache[keys[i]] = row
+                lines.append(json.dumps({"claim": claim, "docs": list(keys[i][1]), "probs": row}) + "\n")
+            if self.path is not None:
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write("".join(lines))
         return [self._cache[k] for k in keys]
 
     def one(self, claim: str, docs: Sequence[Passage]) -> list[float]:
@@ -92,15 +138,18 @@ class ClaimOutcome:
 
 def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str, query: str,
               gold: int, rng: random.Random, *, epsilon: float, top_k: int, max_samples: int,
-              final_reward: bool, doc_grad: bool) -> ClaimOutcome:
+              final_reward: bool, doc_grad: bool, stop: bool = True) -> ClaimOutcome:
     """§4.1: ε-greedy document sampling for ``query`` until the stopping rule; each sampled
-    document's reward is its gold-label probability, plus r_g for the first k = min(K, κ)."""
+    document's reward is its gold-label probability, plus r_g for the first k = min(K, κ).
+    ``stop=False`` (a reward with no label, e.g. the claim likelihood: rows of one value,
+    ``gold`` 0) samples ``max_samples`` documents."""
     (docs,) = cands.get([query])
     lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
     probs = lp.detach().exp().tolist()
     ep = run_doc_episode(probs, gold, rng, lambda i: scores.one(claim, [docs[i]]),
                          lambda idx: scores.one(claim, [docs[i] for i in idx]),
-                         epsilon=epsilon, top_k=top_k, max_samples=max_samples)
+                         epsilon=epsilon, top_k=top_k, max_samples=max_samples, stop=stop,
+                         final=final_reward)
     out = ClaimOutcome()
     for n, (i, r) in enumerate(zip(ep.picked, ep.rewards)):
         out.log_probs.append(lp[i])

@@ -65,10 +65,12 @@ class DocEpisode:
 def run_doc_episode(probs: Sequence[float], gold: int, rng: random.Random,
                     score_one: Callable[[int], list[float]],
                     score_set: Callable[[list[int]], list[float]], *,
-                    epsilon: float, top_k: int, max_samples: int) -> DocEpisode:
+                    epsilon: float, top_k: int, max_samples: int, stop: bool = True,
+                    final: bool = True) -> DocEpisode:
     """Sample documents ε-greedily until the stopping rule fires (or ``max_samples``);
     ``score_one(i)`` is the LM's label distribution given the claim and candidate ``i``,
-    ``score_set(indices)`` given the claim and those candidates together."""
+    ``score_set(indices)`` given the claim and those candidates together. ``stop=False``
+    skips the stopping rule; ``final=False`` skips r_g (``score_set`` is not called)."""
     if max_samples < 1:
         raise ValueError(f"max_samples must be >= 1, got {max_samples}")
     ep = DocEpisode()
@@ -79,11 +81,11 @@ def run_doc_episode(probs: Sequence[float], gold: int, rng: random.Random,
         ep.explored.append(explored)
         ep.label_probs.append(dist)
         ep.rewards.append(float(dist[gold]))
-        if stop_reached(ep.label_probs, gold):
+        if stop and stop_reached(ep.label_probs, gold):
             ep.stopped = True
             break
     ep.final_docs = ep.picked[: min(top_k, len(ep.picked))]
-    ep.final_reward = float(score_set(ep.final_docs)[gold])
+    ep.final_reward = float(score_set(ep.final_docs)[gold]) if final else 0.0
     return ep
 
 

@@ -53,15 +53,86 @@ def gold_index(claim: Any, cfg: FFRRRunConfig) -> int | None:
     return canon.index(wanted) if wanted in canon else None
 
 
-def load_scorer(cfg: FFRRRunConfig) -> Any:
+def load_scorer(cfg: FFRRRunConfig, *, reward: bool = False) -> Any:
+    """The label scorer (held-out labels; the paper's reward) or, with ``reward=True``
+    and ``scorer.reward = "claim_likelihood"``, the claim-likelihood scorer."""
     from factrl.lm.label_scores import LabelScorer
     from factrl.lm.loader import load_lm
 
     s = cfg.scorer
     kw: dict[str, Any] = {"base_url": s.base_url} if s.model.startswith("openai:") and s.base_url else {}
     lm = load_lm(s.model, **kw)
+    if reward and s.reward == "claim_likelihood":
+        from factrl.lm.claim_likelihood import ClaimLikelihoodScorer
+
+        return ClaimLikelihoodScorer(lm, template=s.likelihood_template, max_doc_chars=s.max_doc_chars,
+                                     batch_size=s.batch_size)
     return LabelScorer(lm, list(s.label_words.values()), form=s.form, max_doc_chars=s.max_doc_chars,
                        batch_size=s.batch_size)
+
+
+def scorer_fingerprint(cfg: FFRRRunConfig) -> dict[str, Any]:
+    """What makes two scorers' rows interchangeable (kept beside the score cache)."""
+    from factrl.lm.label_scores import FFRR_TEMPLATE
+
+    s = cfg.scorer
+    if s.reward == "claim_likelihood":
+        return {"model": s.model, "base_url": s.base_url, "reward": s.reward, "max_doc_chars": s.max_doc_chars,
+                "template": s.likelihood_template}
+    return {"model": s.model, "base_url": s.base_url, "form": s.form, "label_words": list(s.label_words.values()),
+            "max_doc_chars": s.max_doc_chars, "template": FFRR_TEMPLATE}
+
+
+def open_score_cache(cfg: FFRRRunConfig, scorer: Any) -> Any:
+    """The run's persistent LM score cache (``scorer.cache``, else ``OUT/lm_scores.jsonl``)."""
+    from factrl.train.ffrr.episodes import ScoreCache
+
+    path = Path(cfg.scorer.cache) if cfg.scorer.cache else Path(cfg.output_dir) / "lm_scores.jsonl"
+    cache = ScoreCache(scorer, path, scorer_fingerprint(cfg))
+    _say(f"LM score cache {path}: {len(cache)} rows" + (f" ({cache.torn} torn lines skipped)" if cache.torn else ""))
+    return cache
+
+
+def precompute_scores(cands: Any, scores: Any, claims: list[Any], questions: dict[str, list[str]],
+                      chunk: int = 64) -> None:
+    """Score every (claim, one candidate) pair of the training queries (the claim, and its
+    questions when used) into the cache, ``chunk`` rows at a time, with progress."""
+    jobs = []
+    for c in claims:
+        for q in [c.text, *questions.get(c.id, [])]:
+            jobs.extend((c.text, p) for p in cands.get([q])[0])
+    todo = list(dict.fromkeys((t, p.id) for t, p in jobs if not scores.has(t, [p])))
+    by_id = {p.id: p for _, p in jobs}
+    _say(f"precompute: {len(jobs)} (claim, document) rows, {len(todo)} not yet scored")
+    t0 = time.perf_counter()
+    for start in range(0, len(todo), chunk):
+        part = todo[start : start + chunk]
+        groups: dict[str, list[Any]] = {}
+        for claim, pid in part:
+            groups.setdefault(claim, []).append([by_id[pid]])
+        for claim, sets in groups.items():
+            scores.probs(claim, sets)
+        done = start + len(part)
+        rate = done / max(1e-9, time.perf_counter() - t0)
+        _say(f"precompute: {done}/{len(todo)} rows, {rate:.2f} rows/s, "
+             f"~{(len(todo) - done) / max(rate, 1e-9) / 60:.1f} min left")
+
+
+def _train_label_filter(cfg: FFRRRunConfig) -> set[int] | None:
+    """Label-word positions ``ffrr.train_labels`` keeps (None: every label)."""
+    if not cfg.ffrr.train_labels:
+        return None
+    from factrl.labels import UnknownLabelError, normalise_grade, normalise_label
+
+    norm = normalise_grade if cfg.scorer.label_field == "grade" else normalise_label
+    keys = [norm(k) for k in cfg.scorer.label_words]
+    keep = set()
+    for lab in cfg.ffrr.train_labels:
+        try:
+            keep.add(keys.index(norm(lab)))
+        except (UnknownLabelError, ValueError):
+            raise ValueError(f"ffrr.train_labels: {lab!r} is not one of {list(cfg.scorer.label_words)}") from None
+    return keep
 
 
 def _frozen_retriever(index: Any) -> Any:
@@ -110,23 +181,25 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
         _write_summary(out, cfg, {"steps": 0, "method": "frozen"})
         return final
 
-    scorer = load_scorer(cfg)
+    scorer = load_scorer(cfg, reward=True)
     if f.doc_side == "index":
         rows = {p.id: i for i, p in enumerate(index.passages)}
         cands = Candidates(frozen, f.candidates, vectors=index_vectors(index), rows=rows)
     else:
         cands = Candidates(frozen, f.candidates)
-    scores = ScoreCache(scorer)
+    scores = open_score_cache(cfg, scorer)
     skipped = Counter()
     usable = []
+    keep = _train_label_filter(cfg)
     for c in train:
         g = gold_index(c, cfg)
-        if g is None:
+        if g is None or (keep is not None and g not in keep):
             skipped[str(c.meta.get("grade") if cfg.scorer.label_field == "grade" else c.label)] += 1
         else:
             usable.append((c, g))
     if not usable:
-        raise ValueError(f"no training claim has a label among {list(cfg.scorer.label_words)}")
+        raise ValueError(f"no training claim has a label among {list(cfg.scorer.label_words)}"
+                         + (f" and in ffrr.train_labels {f.train_labels}" if f.train_labels else ""))
     questions = {}
     if f.level != "d" and f.method == "ffrr":
         from factrl.lm.loader import load_lm
@@ -138,6 +211,9 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
         questions = qs.questions
         _say(f"questions: {sum(len(v) for v in questions.values())} for {len(questions)} claims "
              f"({qs.fallbacks} fell back to the claim itself)")
+
+    if f.precompute and f.method != "frozen":
+        precompute_scores(cands, scores, [c for c, _ in usable], questions)
 
     per_epoch = math.ceil(len(usable) / f.batch_size)
     total = f.max_steps or max(1, math.ceil(f.epochs * per_epoch))
@@ -192,7 +268,9 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
     kind = "replug" if f.method == "replug" else (
         "q" if f.level == "q" or (f.level == "d+q" and step % cycle == 0) else "d")
     terms, lps, rewards, stats = [], [], [], []
+    likelihood = cfg.scorer.reward == "claim_likelihood"  # one-value rows, no label to stop on
     for claim, gold in batch:
+        gold = 0 if likelihood else gold
         try:
             if kind == "replug":
                 o = replug_term(policy, cands, scores, claim.text, claim.text, gold, n_docs=f.replug_docs,
@@ -207,7 +285,7 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
                 query = rng.choice(qs) if qs else claim.text
                 o = doc_level(policy, cands, scores, claim.text, query, gold, rng, epsilon=f.epsilon,
                               top_k=f.top_k, max_samples=f.max_samples, final_reward=f.final_reward,
-                              doc_grad=f.doc_grad)
+                              doc_grad=f.doc_grad, stop=not likelihood)
         except Exception as exc:  # noqa: BLE001 - one claim's failure is counted, the run goes on
             from factrl.lm.label_scores import LabelScoreError
             from factrl.lm.remote import LMRequestError
