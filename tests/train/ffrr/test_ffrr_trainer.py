@@ -165,13 +165,16 @@ def test_cli_trains_evaluates_and_the_model_reindexes(setup):
 def test_presets_load_and_bad_settings_are_refused():
     from factrl.train.ffrr.config import list_ffrr_presets, load_ffrr_config
 
-    assert list_ffrr_presets() == ["ffrr", "ffrr_cpu"]
+    assert list_ffrr_presets() == ["ffrr", "ffrr_cpu", "ffrr_cpu_likelihood"]
     paper = load_ffrr_config("ffrr")
     f = paper.ffrr
     assert (f.candidates, f.epsilon, f.top_k, f.tau, f.learning_rate, f.batch_size, f.warmup_ratio) == \
         (20, 0.1, 3, 1.0, 1e-5, 4, 0.1)
     assert f.level == "d+q" and f.baseline == "none" and not paper.preset.scaled_down
     assert load_ffrr_config("ffrr_cpu").preset.scaled_down
+    lik = load_ffrr_config("ffrr_cpu_likelihood")  # the validation-chosen departure
+    assert lik.preset.scaled_down and lik.scorer.reward == "claim_likelihood" and lik.ffrr.kl_coef == 0.5
+    assert lik.ffrr.precompute and not lik.ffrr.final_reward and lik.data.limit == 200
     with pytest.raises(ValueError, match="ffrr.method"):
         load_ffrr_config("ffrr_cpu", {"ffrr.method": "ppo"})
     with pytest.raises(ValueError, match="unknown setting"):
@@ -254,3 +257,17 @@ def test_claim_likelihood_reward_samples_without_the_stopping_rule(setup):
     assert json.loads((out / "lm_scores.jsonl.meta.json").read_text())["reward"] == "claim_likelihood"
     with pytest.raises(ValueError, match="scorer.reward"):
         config(setup, "bad_reward", **{"scorer.reward": "vibes"})
+
+
+def test_kl_to_the_frozen_retriever_starts_at_zero_and_grows(setup):
+    """ffrr.kl_coef: KL(π_θ ‖ π_0) over D′, π_0 from the frozen index's own scores; the
+    untrained policy is π_0, so the first update sees KL 0; after updates it is > 0."""
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    cfg = config(setup, "kl", **{"ffrr.doc_side": "index", "eval.pool_depth": 0, "ffrr.kl_coef": 1.0,
+                                  "ffrr.learning_rate": 1e-2, "ffrr.max_steps": 3})
+    train_ffrr(cfg)
+    rows = [json.loads(line) for line in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert abs(rows[0]["kl"]) < 1e-4 and rows[-1]["kl"] > 1e-4
+    with pytest.raises(ValueError, match="kl_coef"):
+        config(setup, "bad_kl", **{"ffrr.kl_coef": -1})

@@ -61,6 +61,9 @@ class FFRRSettings:
     doc_steps_per_question_step: int = 1  # hybrid: document-level steps after each question-level one
     final_reward: bool = True  # add r_g to the reward of the documents used for the final prediction
     baseline: str = "none"  # none (the paper) | mean (subtract the claim's mean reward)
+    # β of a KL(π_θ ‖ π_0) penalty to the frozen retriever over D′ (document level; 0: the
+    # paper, none): the optimum becomes π_0·exp(R/β), a blend of the retriever and the reward
+    kl_coef: float = 0.0
     replug_docs: int = 20  # REPLUG: top documents in the KL
     replug_beta: float = 1.0  # REPLUG: LM-score temperature
     learning_rate: float = 1e-5
@@ -78,9 +81,9 @@ class FFRRSettings:
     # in LM batches with progress, into scorer.cache; the updates then only score the
     # final-reward sets, so many cheap updates follow one scoring pass
     precompute: bool = False
-    # train on claims with these gold labels only (empty: all with a label word); on
-    # SciFact, NOT ENOUGH INFO claims reward documents that leave the claim unproven,
-    # i.e. unrelated ones (docs/benchmarks.md, "FFRR reward signal")
+    # train on claims with these gold labels only (empty: all with a label word), e.g.
+    # ["SUPPORT", "REFUTE"] where a NOT ENOUGH INFO claim's gold label ("unproven") would
+    # reward documents that say nothing about it
     train_labels: list[str] = field(default_factory=list)
     seed: int = 0
 
@@ -123,6 +126,8 @@ class FFRRRunConfig:
             raise ValueError("ffrr.epsilon and ffrr.question_epsilon must be in [0, 1]")
         if f.top_k < 1 or f.candidates < f.top_k:
             raise ValueError(f"need 1 <= ffrr.top_k <= ffrr.candidates, got {f.top_k} and {f.candidates}")
+        if f.kl_coef < 0:
+            raise ValueError(f"ffrr.kl_coef must be >= 0, got {f.kl_coef}")
         if f.batch_size < 1 or f.learning_rate <= 0 or f.tau <= 0:
             raise ValueError("ffrr.batch_size, ffrr.learning_rate and ffrr.tau must be positive")
         if not 0 <= f.warmup_ratio < 1:

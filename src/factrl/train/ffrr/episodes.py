@@ -38,6 +38,15 @@ class Candidates:
         self.k = int(k)
         self.vectors, self.rows = vectors, rows
         self._cache: dict[str, list[Passage]] = {}
+        self._scores: dict[str, list[float]] = {}
+
+    def ref_log_probs(self, query: str, tau: float) -> Any:
+        """log π_0(d|q) over ``get([query])[0]``: softmax of the frozen retriever's own
+        scores / τ (the untrained policy, whose vectors the frozen index holds)."""
+        import torch
+
+        self.get([query])
+        return torch.log_softmax(torch.tensor(self._scores[query], dtype=torch.float32) / tau, dim=-1)
 
     def log_probs(self, policy: DualEncoderPolicy, query: str, docs: Sequence[Passage], *, doc_grad: bool) -> Any:
         """log π_θ(d|q) over ``docs``."""
@@ -56,6 +65,7 @@ class Candidates:
                 if not hits:
                     raise ValueError(f"the frozen index returned no candidates for {q[:80]!r}")
                 self._cache[q] = [h.passage for h in hits]
+                self._scores[q] = [float(h.score) for h in hits]
         return [self._cache[q] for q in queries]
 
 
@@ -138,11 +148,13 @@ class ClaimOutcome:
 
 def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str, query: str,
               gold: int, rng: random.Random, *, epsilon: float, top_k: int, max_samples: int,
-              final_reward: bool, doc_grad: bool, stop: bool = True) -> ClaimOutcome:
+              final_reward: bool, doc_grad: bool, stop: bool = True, kl_coef: float = 0.0) -> ClaimOutcome:
     """§4.1: ε-greedy document sampling for ``query`` until the stopping rule; each sampled
     document's reward is its gold-label probability, plus r_g for the first k = min(K, κ).
     ``stop=False`` (a reward with no label, e.g. the claim likelihood: rows of one value,
-    ``gold`` 0) samples ``max_samples`` documents."""
+    ``gold`` 0) samples ``max_samples`` documents. ``kl_coef > 0`` adds
+    kl_coef · KL(π_θ ‖ π_0) over D′ as ``loss`` (π_0: the frozen retriever), so the
+    optimum is π_0·exp(R / kl_coef) rather than the reward's own ranking."""
     (docs,) = cands.get([query])
     lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
     probs = lp.detach().exp().tolist()
@@ -154,7 +166,12 @@ def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, 
     for n, (i, r) in enumerate(zip(ep.picked, ep.rewards)):
         out.log_probs.append(lp[i])
         out.rewards.append(r + (ep.final_reward if final_reward and n < len(ep.final_docs) else 0.0))
-    out.stats = {"doc_reward": sum(ep.rewards) / len(ep.rewards), "final_reward": ep.final_reward,
+    if kl_coef > 0:
+        ref = cands.ref_log_probs(query, policy.tau)
+        kl = (lp.exp() * (lp - ref)).sum()
+        out.loss = kl_coef * kl
+        out.stats["kl"] = float(kl.detach())
+    out.stats |= {"doc_reward": sum(ep.rewards) / len(ep.rewards), "final_reward": ep.final_reward,
                  "kappa": float(len(ep.picked)), "stopped": float(ep.stopped),
                  "explored": sum(ep.explored) / len(ep.explored)}
     return out

@@ -87,8 +87,10 @@ def _question_docs(reranker: PoolReranker, questions: list[str], k: int, tau: fl
 
 
 def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], *, scorer: Any = None,
-                      index: Any = None, questions: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """Retrieval and label metrics of the encoder in ``model_dir`` on ``claims``."""
+                      index: Any = None, questions: dict[str, list[str]] | None = None,
+                      labels: bool = True) -> dict[str, Any]:
+    """Retrieval and label metrics of the encoder in ``model_dir`` on ``claims``
+    (``labels=False``: retrieval only, no LM)."""
     from factrl.metrics.classification import accuracy, macro_f1, macro_precision, macro_recall
     from factrl.retrieval.encoders import TextEncoder
     from factrl.retrieval.index import load_index
@@ -113,6 +115,10 @@ def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], 
         sparse = backend.bm25.search(texts, backend.settings["depth"])
         fused = [backend.fuse(a, b, max(k_max, 100)) for a, b in zip(sparse, dense)]
         result["hybrid"] = _ranking_metrics([doc_ranking(h) for h in fused], claims, e.ks)
+    if any(isinstance(v, float) and math.isnan(v) for v in result["dense"].values()):
+        raise ValueError("retrieval metrics came out NaN")
+    if not labels:
+        return result
     scorer = scorer or load_scorer(cfg)
     scored = [(c, g, hits) for c, hits in zip(claims, dense) if (g := gold_index(c, cfg)) is not None]
     if e.label_limit is not None and len(scored) > e.label_limit > 0:
@@ -132,6 +138,4 @@ def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], 
         "macro_recall": macro_recall(gold, pred, labels), "accuracy": accuracy(gold, pred),
         "predicted": {w: pred.count(i) for i, w in enumerate(cfg.scorer.label_words.values())},
     }
-    if any(isinstance(v, float) and math.isnan(v) for v in result["dense"].values()):
-        raise ValueError("retrieval metrics came out NaN")
     return result

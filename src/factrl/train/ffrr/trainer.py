@@ -285,7 +285,9 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
                 query = rng.choice(qs) if qs else claim.text
                 o = doc_level(policy, cands, scores, claim.text, query, gold, rng, epsilon=f.epsilon,
                               top_k=f.top_k, max_samples=f.max_samples, final_reward=f.final_reward,
-                              doc_grad=f.doc_grad, stop=not likelihood)
+                              doc_grad=f.doc_grad, stop=not likelihood, kl_coef=f.kl_coef)
+                if o.loss is not None:
+                    terms.append(o.loss)
         except Exception as exc:  # noqa: BLE001 - one claim's failure is counted, the run goes on
             from factrl.lm.label_scores import LabelScoreError
             from factrl.lm.remote import LMRequestError
@@ -307,6 +309,8 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
         loss = torch.stack(terms).mean()
     else:
         loss = reinforce_loss(lps, rewards)
+        if terms:  # the KL to the frozen retriever (ffrr.kl_coef), averaged over claims
+            loss = loss + torch.stack(terms).sum() / len(stats)
     optimiser.zero_grad()
     loss.backward()
     optimiser.step()
