@@ -129,6 +129,10 @@ def test_a_failing_scorer_is_counted_not_crashed(setup, monkeypatch):
     trainer.train_ffrr(cfg)
     summary = json.loads((Path(cfg.output_dir) / "summary.json").read_text())
     assert summary["failures"] == {"LMRequestError": 1}
+    # the same failure during precomputation is reported and the run goes on
+    pre = config(setup, "flaky_pre", **{"ffrr.max_steps": 1, "ffrr.precompute": True})
+    trainer.train_ffrr(pre)
+    assert json.loads((Path(pre.output_dir) / "summary.json").read_text())["steps"] == 1
 
 
 def test_cli_trains_evaluates_and_the_model_reindexes(setup):

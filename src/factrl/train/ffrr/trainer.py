@@ -96,26 +96,36 @@ def open_score_cache(cfg: FFRRRunConfig, scorer: Any) -> Any:
 def precompute_scores(cands: Any, scores: Any, claims: list[Any], questions: dict[str, list[str]],
                       chunk: int = 64) -> None:
     """Score every (claim, one candidate) pair of the training queries (the claim, and its
-    questions when used) into the cache, ``chunk`` rows at a time, with progress."""
+    questions when used) into the cache, ``chunk`` rows at a time, with progress. A claim
+    whose rows cannot be scored is reported and left to the update loop, which counts it."""
     jobs = []
     for c in claims:
         for q in [c.text, *questions.get(c.id, [])]:
             jobs.extend((c.text, p) for p in cands.get([q])[0])
     todo = list(dict.fromkeys((t, p.id) for t, p in jobs if not scores.has(t, [p])))
     by_id = {p.id: p for _, p in jobs}
+    from factrl.lm.label_scores import LabelScoreError
+    from factrl.lm.remote import LMRequestError
+
     _say(f"precompute: {len(jobs)} (claim, document) rows, {len(todo)} not yet scored")
     t0 = time.perf_counter()
+    failed = 0
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
         groups: dict[str, list[Any]] = {}
         for claim, pid in part:
             groups.setdefault(claim, []).append([by_id[pid]])
         for claim, sets in groups.items():
-            scores.probs(claim, sets)
+            try:
+                scores.probs(claim, sets)
+            except (LabelScoreError, LMRequestError, ValueError) as exc:  # the update loop counts it again
+                failed += 1
+                _say(f"precompute: {claim[:60]!r}: {type(exc).__name__}: {exc}")
         done = start + len(part)
         rate = done / max(1e-9, time.perf_counter() - t0)
         _say(f"precompute: {done}/{len(todo)} rows, {rate:.2f} rows/s, "
-             f"~{(len(todo) - done) / max(rate, 1e-9) / 60:.1f} min left")
+             f"~{(len(todo) - done) / max(rate, 1e-9) / 60:.1f} min left"
+             + (f", {failed} claim batch(es) failed" if failed else ""))
 
 
 def _train_label_filter(cfg: FFRRRunConfig) -> set[int] | None:
