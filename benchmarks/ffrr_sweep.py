@@ -67,7 +67,8 @@ def main() -> None:
         ev = evaluate_held_out(final, cfg, validation, index=index, labels=False)
         row = {"name": name, "sets": sets, "train_s": round(seconds, 1), "dense": ev["dense"], "hybrid": ev.get("hybrid")}
         rows.append(row)
-        (sweep / "results.jsonl").open("a").write(json.dumps(row) + "\n")
+        with (sweep / "results.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
         print(f"{name:<16} dense nDCG@10 {ev['dense']['ndcg@10']:.4f} R@10 {ev['dense']['recall@10']:.4f}  "
               f"hybrid nDCG@10 {ev['hybrid']['ndcg@10']:.4f} R@10 {ev['hybrid']['recall@10']:.4f}  "
               f"({seconds:.0f} s)", flush=True)

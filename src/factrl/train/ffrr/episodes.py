@@ -70,7 +70,8 @@ class Candidates:
 
 
 class ScoreCache:
-    """The label scorer behind a cache keyed by (claim text, passage ids); counts LM rows.
+    """A row scorer (the label scorer, or the claim-likelihood one: ``probs(items)`` → one
+    list of floats per item) behind a cache keyed by (claim text, passage ids); counts LM rows.
 
     With ``path``, every scored row is appended to that JSONL file as it is scored and the
     rows already there are loaded first, so a resumed or repeated run (or another method
@@ -79,7 +80,7 @@ class ScoreCache:
     cache written by a different scorer is refused rather than silently reused. A torn
     last line (a crash mid-write) is skipped and counted in ``torn``."""
 
-    def __init__(self, scorer: LabelScorer, path: str | Path | None = None,
+    def __init__(self, scorer: LabelScorer | Any, path: str | Path | None = None,
                  fingerprint: dict[str, Any] | None = None) -> None:
         self.scorer = scorer
         self.lm_rows = 0
@@ -118,7 +119,8 @@ class ScoreCache:
 
     def probs(self, claim: str, doc_sets: Sequence[Sequence[Passage]]) -> list[list[float]]:
         keys = [(claim, tuple(p.id for p in docs)) for docs in doc_sets]
-        todo = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in self._cache}.values())
+        firsts = {k: i for i, k in reversed(list(enumerate(keys)))}  # a key's first position
+        todo = sorted(i for k, i in firsts.items() if k not in self._cache)
         if todo:
             rows = self.scorer.probs([(claim, [passage_text(p) for p in doc_sets[i]]) for i in todo])
             self.lm_rows += len(todo)
