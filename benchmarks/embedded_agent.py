@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from factrl.metrics.significance import mcnemar_exact, wilson_interval
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -217,27 +219,6 @@ def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: l
     return results
 
 
-def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
-    return (max(0.0, c - h), min(1.0, c + h))
-
-
-def _mcnemar(b: int, c: int) -> float:
-    """Exact two-sided McNemar p (binomial on the discordant pairs)."""
-    from math import comb
-
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    return min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n)
-
-
 def _correct(run: Path) -> dict[str, tuple[bool, bool]]:
     from factrl.evaluate import read_trajectories
     from factrl.metrics.veri_r1 import score_item
@@ -264,8 +245,8 @@ def tables(out: Path, tags: list[str]) -> str:
                 continue
             m = json.loads(mf.read_text())
             n = m["n"]
-            lo, hi = _wilson(round(m["label_acc"] * n), n)
-            vlo, vhi = _wilson(round(m["verification_acc"] * n), n)
+            lo, hi = wilson_interval(round(m["label_acc"] * n), n)
+            vlo, vhi = wilson_interval(round(m["verification_acc"] * n), n)
             pl = m.get("per_label") or {}
             rec = " / ".join(f"{pl[k]['label_acc']:.2f}" if k in pl else "–"
                              for k in ("SUPPORT", "REFUTE", "NOT ENOUGH INFO"))
@@ -284,7 +265,7 @@ def tables(out: Path, tags: list[str]) -> str:
                     only_a = sum(a[x][i] and not b[x][i] for x in ids)
                     tests.append(f"- {run}, {what} accuracy, {tags[-1]} vs {tags[-2]}: {only_b} claims only "
                                  f"{tags[-1]} got right, {only_a} only {tags[-2]}; exact McNemar p = "
-                                 f"{_mcnemar(only_a, only_b):.3g}")
+                                 f"{mcnemar_exact(only_a, only_b):.3g}")
     return "\n".join(lines + [""] + tests) + "\n"
 
 

@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every setting")
     ap.add_argument("--try", dest="tries", action="append", nargs="+", default=[], metavar="NAME [KEY=VALUE ...]")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reuse", action="store_true", help="evaluate a setting's saved final/ instead of training again")
     args = ap.parse_args()
 
     import torch
@@ -62,16 +63,33 @@ def main() -> None:
         for fname in (TRAIN_IDS, HELD_OUT_IDS):
             shutil.copy(work / "split" / fname, out / fname)
         t0 = time.perf_counter()
-        final = train_ffrr(cfg)
-        seconds = time.perf_counter() - t0
+        if args.reuse and (out / "final" / "modules.json").is_file() and (out / "summary.json").is_file():
+            final = out / "final"
+            seconds = json.loads((out / "summary.json").read_text()).get("train_seconds", 0.0)
+        else:
+            final = train_ffrr(cfg)
+            seconds = time.perf_counter() - t0
         ev = evaluate_held_out(final, cfg, validation, index=index, labels=False)
-        row = {"name": name, "sets": sets, "train_s": round(seconds, 1), "dense": ev["dense"], "hybrid": ev.get("hybrid")}
+        row = {"name": name, "sets": sets, "train_s": round(seconds, 1), "dense": ev["dense"], "hybrid": ev.get("hybrid"),
+               "per_query": ev["per_query"]}
+        if rows:  # paired sign-flip test of per-query nDCG@10 against the frozen encoder
+            row["vs_frozen"] = {side: paired_test(ev["per_query"][side]["ndcg@10"], rows[0]["per_query"][side]["ndcg@10"])
+                                for side in ev["per_query"]}
         rows.append(row)
         with (sweep / "results.jsonl").open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
+        vs = "".join(f"  {side} p={t['p']:.3g} ({t['wins']:.0f}+/{t['losses']:.0f}-)" for side, t in row.get("vs_frozen", {}).items())
         print(f"{name:<16} dense nDCG@10 {ev['dense']['ndcg@10']:.4f} R@10 {ev['dense']['recall@10']:.4f}  "
               f"hybrid nDCG@10 {ev['hybrid']['ndcg@10']:.4f} R@10 {ev['hybrid']['recall@10']:.4f}  "
-              f"({seconds:.0f} s)", flush=True)
+              f"({seconds:.0f} s){vs}", flush=True)
+
+
+def paired_test(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Sign-flip test of two encoders' per-query figures on the queries both have."""
+    from factrl.metrics.significance import paired_permutation_test
+
+    ids = sorted(set(a) & set(b))
+    return paired_permutation_test([a[i] for i in ids], [b[i] for i in ids])
 
 
 if __name__ == "__main__":

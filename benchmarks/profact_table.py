@@ -22,23 +22,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (math.nan, math.nan)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
-def mcnemar(b: int, c: int) -> float:
-    """Exact two-sided McNemar p-value for b and c discordant pairs."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+from factrl.metrics.significance import mcnemar_exact, wilson_interval
 
 
 def load(run: Path) -> tuple[dict, dict[str, dict]]:
@@ -58,7 +42,7 @@ def row(name: str, metrics: dict, trajs: dict[str, dict]) -> str:
     av = metrics.get("averitec") or {}
     n = len(trajs)
     right = sum(t["verdict"]["label"] == t["claim"]["label"] for t in trajs.values())
-    lo, hi = wilson(right, n)
+    lo, hi = wilson_interval(right, n)
     said = Counter((t["verdict"]["label"] or "none") for t in trajs.values())
     said_s = ", ".join(f"{k} {v}" for k, v in said.most_common())
     return (f"| {name} | {n} | {_f(metrics.get('format_ok_rate'))} | {_f(av.get('q_only_meteor'))} | "
@@ -76,7 +60,7 @@ def compare(name: str, trajs: dict[str, dict], ref_name: str, ref: dict[str, dic
     b = sum(ok(trajs[c]) and not ok(ref[c]) for c in common)
     c_ = sum(ok(ref[c]) and not ok(trajs[c]) for c in common)
     out = [f"- {name} vs {ref_name} ({len(common)} claims): label right only in {name} {b}, only in {ref_name} "
-           f"{c_}; exact McNemar p = {mcnemar(b, c_):.3g}"]
+           f"{c_}; exact McNemar p = {mcnemar_exact(b, c_):.3g}"]
     for part in ("question", "qa"):
         x = [trajs[c]["reward"]["components"].get(part, 0.0) for c in common]
         y = [ref[c]["reward"]["components"].get(part, 0.0) for c in common]

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from factrl.train.ffrr.objectives import reinforce_loss, replug_loss  # noqa: E402
+from factrl.train.ffrr.objectives import expected_reward_loss, reinforce_loss, replug_loss  # noqa: E402
 from factrl.train.ffrr.policy import DualEncoderPolicy  # noqa: E402
 
 QUERY = "Does aspirin prevent heart attacks?"
@@ -79,6 +79,34 @@ def test_reinforce_loss_checks_its_inputs():
         reinforce_loss([torch.tensor(0.0), torch.tensor(0.0)], [1.0])
     with pytest.raises(ValueError, match="finite"):
         reinforce_loss([torch.tensor(0.0)], [float("nan")])
+
+
+def test_exact_expectation_moves_mass_to_the_best_rewarded_document():
+    """−Σ π_θ(d)·R(d): one step raises the best document's probability and lowers the
+    worst's; its gradient is REINFORCE's expected one (rewards shifted by a constant give
+    the same gradient: the policy's mean is the baseline)."""
+    rewards = [-4.0, -3.5, -2.0, -3.0]  # log-likelihood-like: all negative, doc 2 best, doc 0 worst
+    p = policy(tau=0.2)  # π_θ spread enough that every document carries weight
+    before = probs(p)
+    opt = torch.optim.Adam(p.parameters(), lr=1e-4)
+    loss = expected_reward_loss(p.candidate_log_probs(QUERY, DOCS), rewards)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    after = probs(p)
+    assert after[2] > before[2] and after[0] < before[0]
+    z = torch.tensor([0.3, 0.1, -0.2, 0.0], requires_grad=True)  # scores before the softmax
+    g1 = torch.autograd.grad(expected_reward_loss(torch.log_softmax(z, -1), rewards), z)[0]
+    g2 = torch.autograd.grad(expected_reward_loss(torch.log_softmax(z, -1), [r + 10 for r in rewards]), z)[0]
+    assert torch.allclose(g1, g2, atol=1e-6) and float(g1.abs().sum()) > 0
+    pi = torch.softmax(z.detach(), -1)
+    r = torch.tensor(rewards)
+    assert torch.allclose(g1, -pi * (r - (pi * r).sum()), atol=1e-6)  # Σ π(d)(R(d) − E_π R) ∇log π(d)
+    lp = torch.log_softmax(z.detach(), -1)
+    with pytest.raises(ValueError, match="4 documents but 3"):
+        expected_reward_loss(lp, rewards[:3])
+    with pytest.raises(ValueError, match="finite"):
+        expected_reward_loss(lp, [float("inf"), 0, 0, 0])
 
 
 def test_replug_moves_retrieval_towards_the_lm_distribution():

@@ -155,6 +155,11 @@ def test_cli_trains_evaluates_and_the_model_reindexes(setup):
     assert res.exit_code == 0, res.output
     ev = json.loads((out / "eval.json").read_text())
     assert ev["n_claims"] >= 3 and 0 <= ev["dense"]["ndcg@10"] <= 1 and 0 <= ev["hybrid"]["recall@10"] <= 1
+    # each query's own figures are kept (for a paired test between encoders); they average to the mean
+    for side in ("dense", "hybrid"):
+        each = ev["per_query"][side]["ndcg@10"]
+        assert len(each) == ev[side]["n_queries"] and set(each) == set(ev["per_query"][side]["recall@10"])
+        assert sum(each.values()) / len(each) == pytest.approx(ev[side]["ndcg@10"])
     assert ev["labels"]["n"] >= 1 and ev["labels"]["macro_f1"] is not None
     res = CliRunner().invoke(app, ["index", "build", "--corpus", str(FIXTURE / "corpus.jsonl"), "--corpus-format",
                                    "scifact", "--retriever", "dense", "--unit-sentences", "0", "--model",
@@ -275,3 +280,29 @@ def test_kl_to_the_frozen_retriever_starts_at_zero_and_grows(setup):
     assert abs(rows[0]["kl"]) < 1e-4 and rows[-1]["kl"] > 1e-4
     with pytest.raises(ValueError, match="kl_coef"):
         config(setup, "bad_kl", **{"ffrr.kl_coef": -1})
+
+
+def test_exact_estimator_scores_every_candidate_and_needs_no_sampling(setup):
+    """ffrr.estimator = "exact": each claim's whole D′ scored one document at a time,
+    loss = −E_π[R] (+ KL); the reward's spread over D′ and the KL are logged; settings
+    that need an episode (final reward, question level) are refused."""
+    from factrl.train.ffrr.trainer import train_ffrr
+
+    cfg = config(setup, "exact", **{"scorer.reward": "claim_likelihood", "ffrr.final_reward": False,
+                                     "ffrr.estimator": "exact", "ffrr.kl_coef": 0.5, "ffrr.doc_side": "index",
+                                     "eval.pool_depth": 0, "ffrr.learning_rate": 1e-2, "ffrr.max_steps": 3})
+    train_ffrr(cfg)
+    out = Path(cfg.output_dir)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(r["kind"] == "d" and r["loss"] is not None for r in rows)
+    assert all(r["doc_reward"] < 0 and r["reward_spread"] > 0 and "kappa" not in r for r in rows)
+    assert abs(rows[0]["kl"]) < 1e-4 and rows[-1]["kl"] > 1e-4
+    cached = [json.loads(line) for line in (out / "lm_scores.jsonl").read_text().splitlines()]
+    assert len({(r["claim"], tuple(r["docs"])) for r in cached}) == len(cached)
+    assert all(len(r["docs"]) == 1 for r in cached)
+    with pytest.raises(ValueError, match="final_reward"):
+        config(setup, "bad_exact", **{"ffrr.estimator": "exact"})
+    with pytest.raises(ValueError, match="level"):
+        config(setup, "bad_exact_q", **{"ffrr.estimator": "exact", "ffrr.final_reward": False, "ffrr.level": "q"})
+    with pytest.raises(ValueError, match="estimator"):
+        config(setup, "bad_estimator", **{"ffrr.estimator": "guess"})

@@ -64,6 +64,11 @@ class FFRRSettings:
     # β of a KL(π_θ ‖ π_0) penalty to the frozen retriever over D′ (document level; 0: the
     # paper, none): the optimum becomes π_0·exp(R/β), a blend of the retriever and the reward
     kl_coef: float = 0.0
+    # "sample": the paper's ε-greedy episodes and REINFORCE on the sampled documents;
+    # "exact": −E_{d∼π_θ}[R] over all of D′ (every candidate scored, one document each:
+    # no sampling noise, no stopping rule, no final reward; level d only). With kl_coef
+    # the optimum is still π_0·exp(R / kl_coef), reached by a deterministic gradient
+    estimator: str = "sample"
     replug_docs: int = 20  # REPLUG: top documents in the KL
     replug_beta: float = 1.0  # REPLUG: LM-score temperature
     learning_rate: float = 1e-5
@@ -132,6 +137,11 @@ class FFRRRunConfig:
             raise ValueError("ffrr.batch_size, ffrr.learning_rate and ffrr.tau must be positive")
         if not 0 <= f.warmup_ratio < 1:
             raise ValueError(f"ffrr.warmup_ratio must be in [0, 1), got {f.warmup_ratio}")
+        if f.estimator not in ("sample", "exact"):
+            raise ValueError(f"ffrr.estimator must be 'sample' or 'exact', got {f.estimator!r}")
+        if f.estimator == "exact" and f.method == "ffrr" and (f.level != "d" or f.final_reward):
+            raise ValueError("ffrr.estimator = 'exact' scores every candidate alone: it needs ffrr.level = 'd' "
+                             "and ffrr.final_reward = false")
         if f.doc_side not in ("encode", "index"):
             raise ValueError(f"ffrr.doc_side must be 'encode' or 'index', got {f.doc_side!r}")
         if self.scorer.reward not in ("label", "claim_likelihood"):

@@ -17,12 +17,13 @@ from typing import Any
 
 from factrl.lm.label_scores import LabelScorer
 from factrl.retrieval.dense import passage_text
-from factrl.train.ffrr.objectives import replug_loss
+from factrl.train.ffrr.objectives import expected_reward_loss, replug_loss
 from factrl.train.ffrr.policy import DualEncoderPolicy
 from factrl.train.ffrr.sampling import pick_questions, run_doc_episode
 from factrl.types import Passage
 
-__all__ = ["Candidates", "ClaimOutcome", "ScoreCache", "doc_level", "question_level", "replug_term"]
+__all__ = ["Candidates", "ClaimOutcome", "ScoreCache", "doc_level", "exact_doc_level", "question_level",
+           "replug_term"]
 
 
 class Candidates:
@@ -169,13 +170,35 @@ def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, 
         out.log_probs.append(lp[i])
         out.rewards.append(r + (ep.final_reward if final_reward and n < len(ep.final_docs) else 0.0))
     if kl_coef > 0:
-        ref = cands.ref_log_probs(query, policy.tau)
-        kl = (lp.exp() * (lp - ref)).sum()
-        out.loss = kl_coef * kl
-        out.stats["kl"] = float(kl.detach())
+        out.loss = _kl_term(policy, cands, query, lp, kl_coef, out.stats)
     out.stats |= {"doc_reward": sum(ep.rewards) / len(ep.rewards), "final_reward": ep.final_reward,
                  "kappa": float(len(ep.picked)), "stopped": float(ep.stopped),
                  "explored": sum(ep.explored) / len(ep.explored)}
+    return out
+
+
+def _kl_term(policy: DualEncoderPolicy, cands: Candidates, query: str, lp: Any, kl_coef: float,
+             stats: dict[str, float]) -> Any:
+    """kl_coef · KL(π_θ ‖ π_0) over D′ (π_0: the frozen retriever's own scores / τ)."""
+    ref = cands.ref_log_probs(query, policy.tau)
+    kl = (lp.exp() * (lp - ref)).sum()
+    stats["kl"] = float(kl.detach())
+    return kl_coef * kl
+
+
+def exact_doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str, query: str,
+                    gold: int, *, doc_grad: bool, kl_coef: float = 0.0) -> ClaimOutcome:
+    """``ffrr.estimator = "exact"``: every candidate of D′ scored alone (its gold-label
+    probability, or its one value for a label-free reward), and ``loss`` = −E_{d∼π_θ}[R]
+    (+ kl_coef · KL(π_θ ‖ π_0)) — REINFORCE's expected gradient with no sampling."""
+    (docs,) = cands.get([query])
+    lp = cands.log_probs(policy, query, docs, doc_grad=doc_grad)
+    rewards = [row[gold] for row in scores.probs(claim, [[d] for d in docs])]
+    out = ClaimOutcome(loss=expected_reward_loss(lp, rewards))
+    out.stats["doc_reward"] = sum(p * r for p, r in zip(lp.detach().exp().tolist(), rewards))
+    out.stats["reward_spread"] = max(rewards) - min(rewards)
+    if kl_coef > 0:
+        out.loss = out.loss + _kl_term(policy, cands, query, lp, kl_coef, out.stats)
     return out
 
 

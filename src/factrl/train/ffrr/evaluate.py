@@ -64,13 +64,20 @@ class PoolReranker:
         return out
 
 
-def _ranking_metrics(rankings: Sequence[list[str]], claims: Sequence[Claim], ks: Sequence[int]) -> dict[str, float]:
-    rows = [(r, relevant_docs(c)) for r, c in zip(rankings, claims)]
-    rows = [(r, rel) for r, rel in rows if rel]
+def _ranking_metrics(rankings: Sequence[list[str]], claims: Sequence[Claim], ks: Sequence[int],
+                     per_query: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
+    """Mean nDCG@k / recall@k over the claims with relevant documents; with ``per_query``,
+    each claim's own figures are stored there too (``{"ndcg@10": {claim id: value}}``), so
+    two encoders can be compared by a paired test on the same queries."""
+    rows = [(r, relevant_docs(c), c.id) for r, c in zip(rankings, claims)]
+    rows = [t for t in rows if t[1]]
     out: dict[str, float] = {"n_queries": float(len(rows))}
     for k in ks:
-        out[f"ndcg@{k}"] = sum(ndcg_at_k(r, rel, k) for r, rel in rows) / max(1, len(rows))
-        out[f"recall@{k}"] = sum(recall_at_k(r, rel, k) for r, rel in rows) / max(1, len(rows))
+        for name, fn in ((f"ndcg@{k}", ndcg_at_k), (f"recall@{k}", recall_at_k)):
+            each = {cid: fn(r, rel, k) for r, rel, cid in rows}
+            out[name] = sum(each.values()) / max(1, len(rows))
+            if per_query is not None:
+                per_query[name] = each
     return out
 
 
@@ -108,13 +115,17 @@ def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], 
     texts = [c.text for c in claims]
     k_max = max([*e.ks, f.top_k])
     dense = reranker.search(texts, max(k_max, 100))
+    per_query: dict[str, dict[str, dict[str, float]]] = {"dense": {}}
     result: dict[str, Any] = {"model": str(model_dir), "n_claims": len(claims), "pool_depth": e.pool_depth,
-                              "dense": _ranking_metrics([doc_ranking(h) for h in dense], claims, e.ks)}
+                              "dense": _ranking_metrics([doc_ranking(h) for h in dense], claims, e.ks,
+                                                        per_query["dense"])}
     backend = index.backend
     if backend.name == "hybrid":
         sparse = backend.bm25.search(texts, backend.settings["depth"])
         fused = [backend.fuse(a, b, max(k_max, 100)) for a, b in zip(sparse, dense)]
-        result["hybrid"] = _ranking_metrics([doc_ranking(h) for h in fused], claims, e.ks)
+        per_query["hybrid"] = {}
+        result["hybrid"] = _ranking_metrics([doc_ranking(h) for h in fused], claims, e.ks, per_query["hybrid"])
+    result["per_query"] = per_query
     if any(isinstance(v, float) and math.isnan(v) for v in result["dense"].values()):
         raise ValueError("retrieval metrics came out NaN")
     if not labels:

@@ -1,6 +1,7 @@
-"""The losses the retriever is trained with: FFRR's REINFORCE (§5) and REPLUG's KL.
+"""The losses the retriever is trained with: FFRR's REINFORCE (§5), its exact
+expectation over the candidates, and REPLUG's KL.
 
-Both take log π_θ(d|q) over a candidate set as a tensor with gradient; both are plain
+Each takes log π_θ(d|q) over a candidate set as a tensor with gradient; each is a plain
 functions, so a hand-made case checks the direction of an update.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["reinforce_loss", "replug_loss"]
+__all__ = ["expected_reward_loss", "reinforce_loss", "replug_loss"]
 
 
 def reinforce_loss(log_probs: Sequence[Any], rewards: Sequence[float], *, baseline: float = 0.0) -> Any:
@@ -26,6 +27,21 @@ def reinforce_loss(log_probs: Sequence[Any], rewards: Sequence[float], *, baseli
     if not torch.isfinite(r).all():
         raise ValueError(f"rewards must be finite, got {list(rewards)}")
     return -(lp * r).mean()
+
+
+def expected_reward_loss(log_probs: Any, rewards: Sequence[float]) -> Any:
+    """−E_{d∼π_θ}[R(q, d)] = −Σ_d π_θ(d|q)·R(q, d) over the whole candidate set, for
+    rewards known for every candidate (``ffrr.estimator = "exact"``). Its gradient is
+    Σ_d π_θ(d)·(R(d) − E_π[R])·∇log π_θ(d): the REINFORCE gradient in expectation, with
+    the policy's own mean as the baseline and no sampling noise."""
+    import torch
+
+    if log_probs.shape[0] != len(rewards):
+        raise ValueError(f"{log_probs.shape[0]} documents but {len(rewards)} rewards")
+    r = torch.tensor([float(x) for x in rewards], dtype=log_probs.dtype, device=log_probs.device)
+    if not torch.isfinite(r).all():
+        raise ValueError(f"rewards must be finite, got {list(rewards)}")
+    return -(torch.log_softmax(log_probs, dim=-1).exp() * r).sum()
 
 
 def replug_loss(log_probs: Any, lm_scores: Sequence[float], *, beta: float = 1.0) -> Any:

@@ -270,7 +270,7 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
     """One optimiser update over a batch of claims; returns the row to log."""
     import torch
 
-    from factrl.train.ffrr.episodes import doc_level, question_level, replug_term
+    from factrl.train.ffrr.episodes import doc_level, exact_doc_level, question_level, replug_term
     from factrl.train.ffrr.objectives import reinforce_loss
 
     f = cfg.ffrr
@@ -285,6 +285,10 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
             if kind == "replug":
                 o = replug_term(policy, cands, scores, claim.text, claim.text, gold, n_docs=f.replug_docs,
                                 beta=f.replug_beta, doc_grad=f.doc_grad)
+                terms.append(o.loss)
+            elif f.estimator == "exact":
+                o = exact_doc_level(policy, cands, scores, claim.text, claim.text, gold, doc_grad=f.doc_grad,
+                                    kl_coef=f.kl_coef)
                 terms.append(o.loss)
             elif kind == "q":
                 o = question_level(policy, cands, scores, claim.text, questions.get(claim.id) or [claim.text], gold,
@@ -315,7 +319,7 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
     row: dict[str, Any] = {"kind": kind, "claims": len(stats)}
     if not stats:
         return {**row, "loss": None}
-    if kind == "replug":
+    if kind == "replug" or not lps:  # REPLUG's KL, or exact expectations (+ KL): one term per claim
         loss = torch.stack(terms).mean()
     else:
         loss = reinforce_loss(lps, rewards)

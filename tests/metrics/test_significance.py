@@ -1,0 +1,44 @@
+"""Wilson intervals, exact McNemar and the paired sign-flip test."""
+
+import math
+
+import pytest
+
+from factrl.metrics.significance import mcnemar_exact, paired_permutation_test, wilson_interval
+
+
+def test_wilson_interval_brackets_the_proportion():
+    lo, hi = wilson_interval(30, 61)
+    assert lo < 30 / 61 < hi and 0 <= lo and hi <= 1
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+    assert wilson_interval(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)  # textbook value
+    with pytest.raises(ValueError):
+        wilson_interval(5, 3)
+
+
+def test_mcnemar_exact_values():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(12, 0) == pytest.approx(2 / 2**12)  # the 0.000488 of the docs
+    assert mcnemar_exact(3, 5) == mcnemar_exact(5, 3) == pytest.approx(0.7265625)
+    with pytest.raises(ValueError):
+        mcnemar_exact(-1, 2)
+
+
+def test_paired_permutation_test_exact_and_sampled():
+    # one item better by 1, nothing else differs: 2 sign patterns, both as extreme
+    r = paired_permutation_test([1.0, 0.5, 0.5], [0.0, 0.5, 0.5])
+    assert r["p"] == 1.0 and r["wins"] == 1 and r["losses"] == 0 and r["mean_diff"] == pytest.approx(1 / 3)
+    # five items all better: only the all-plus and all-minus patterns reach it, p = 2/32
+    r = paired_permutation_test([1.0] * 5, [0.0] * 5)
+    assert r["p"] == pytest.approx(2 / 32)
+    # identical systems: p = 1; a large consistent gain: tiny p (sampled path, m > 16)
+    assert paired_permutation_test([0.3] * 40, [0.3] * 40)["p"] == 1.0
+    big = paired_permutation_test([0.6 + 0.01 * (i % 3) for i in range(40)], [0.5] * 40)
+    assert big["p"] < 0.001 and big["n"] == 40
+    noisy = paired_permutation_test([0.5 + (0.1 if i % 2 else -0.1) for i in range(40)], [0.5] * 40)
+    assert noisy["p"] > 0.5  # gains and losses cancel
+    with pytest.raises(ValueError, match="same items"):
+        paired_permutation_test([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="no items"):
+        paired_permutation_test([], [])
