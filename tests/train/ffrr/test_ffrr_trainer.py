@@ -182,7 +182,8 @@ def test_presets_load_and_bad_settings_are_refused():
     assert f.level == "d+q" and f.baseline == "none" and not paper.preset.scaled_down
     assert load_ffrr_config("ffrr_cpu").preset.scaled_down
     lik = load_ffrr_config("ffrr_cpu_likelihood")  # the validation-chosen departure
-    assert lik.preset.scaled_down and lik.scorer.reward == "claim_likelihood" and lik.ffrr.kl_coef == 0.5
+    assert lik.preset.scaled_down and lik.scorer.reward == "claim_likelihood"
+    assert lik.ffrr.kl_coef == 0.2 and lik.ffrr.estimator == "exact"
     assert lik.ffrr.precompute and not lik.ffrr.final_reward and lik.data.limit == 200
     with pytest.raises(ValueError, match="ffrr.method"):
         load_ffrr_config("ffrr_cpu", {"ffrr.method": "ppo"})
