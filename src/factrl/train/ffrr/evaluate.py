@@ -5,6 +5,8 @@ SciFact's ``cited_doc_ids``, else the gold evidence's documents), for the dense 
 for hybrid fusion with the index's BM25. Labels: the LM's argmax label given the top-K
 documents (level ``d``) or the top-1 documents of the K questions whose top-1 document
 has the highest retrieval probability (levels ``q``, ``d+q``, §4.3), as macro P/R/F1.
+Each query's own nDCG@k / recall@k is kept under ``per_query`` (side → metric → claim id),
+so two encoders can be compared by a paired test on the same queries.
 
 ``pool_depth = 0`` encodes the queries with the trained encoder and searches an index's
 own document vectors: ``eval.index`` (re-built with the trained encoder) or, after

@@ -5,7 +5,9 @@ fine-grained rewards, §4–5), ``replug`` (KL to the LM's distribution over the
 documents) and ``frozen`` (no update). Batches of ``batch_size`` claims make one Adam
 update (lr 1e-5, linear warm-up over the first 10 %, then linear decay). The hybrid level
 (``d+q``) alternates one question-level step with ``doc_steps_per_question_step``
-document-level steps whose queries are the claim's questions.
+document-level steps whose queries are the claim's questions. ``ffrr.estimator = "exact"``
+replaces the sampled episodes by the expectation over every scored candidate
+(``episodes.exact_doc_level``).
 
 Writes to the output directory: the split (``train_ids.txt``/``held_out_ids.txt``),
 ``questions.jsonl`` (when questions are used), ``metrics.jsonl`` (one row per update),
