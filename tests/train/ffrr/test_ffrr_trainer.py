@@ -184,7 +184,7 @@ def test_presets_load_and_bad_settings_are_refused():
     lik = load_ffrr_config("ffrr_cpu_likelihood")  # the validation-chosen departure
     assert lik.preset.scaled_down and lik.scorer.reward == "claim_likelihood"
     assert lik.ffrr.kl_coef == 0.2 and lik.ffrr.estimator == "exact"
-    assert lik.ffrr.precompute and not lik.ffrr.final_reward and lik.data.limit == 200
+    assert lik.ffrr.precompute and not lik.ffrr.final_reward and lik.data.limit is None
     with pytest.raises(ValueError, match="ffrr.method"):
         load_ffrr_config("ffrr_cpu", {"ffrr.method": "ppo"})
     with pytest.raises(ValueError, match="unknown setting"):
