@@ -93,17 +93,15 @@ def report(work: Path, args_names: list[str] | None = None) -> None:
               f"| {lab['predicted']} |")
     frozen = next((r for r in rows if r["method"] == "frozen"), None)
     if frozen and "per_query" in frozen["eval"]:
-        from factrl.metrics.significance import paired_permutation_test
+        from factrl.metrics.significance import paired_by_id
 
         print()
         for r in rows:
             if r is frozen or "per_query" not in r["eval"]:
                 continue
             for side, pq in r["eval"]["per_query"].items():
-                a, b = pq["ndcg@10"], frozen["eval"]["per_query"][side]["ndcg@10"]
-                ids = sorted(set(a) & set(b))
-                t = paired_permutation_test([a[i] for i in ids], [b[i] for i in ids])
-                print(f"- {r.get('name', r['method'])} vs frozen, {side} nDCG@10: {t['mean_diff']:+.4f} over {len(ids)} queries "
+                t = paired_by_id(pq["ndcg@10"], frozen["eval"]["per_query"][side]["ndcg@10"])
+                print(f"- {r.get('name', r['method'])} vs frozen, {side} nDCG@10: {t['mean_diff']:+.4f} over {t['n']:.0f} queries "
                       f"({t['wins']:.0f} better, {t['losses']:.0f} worse), paired sign-flip p = {t['p']:.3g}")
     if rows:
         print(f"\nheld-out claims: {rows[0]['eval']['n_claims']} (retrieval over "

@@ -36,6 +36,7 @@ def main() -> None:
     import torch
 
     from factrl.datasets.prepare import HELD_OUT_IDS, TRAIN_IDS, prepare_splits
+    from factrl.metrics.significance import paired_by_id
     from factrl.retrieval.index import load_index
     from factrl.train.config import parse_overrides
     from factrl.train.ffrr.config import load_ffrr_config
@@ -73,7 +74,7 @@ def main() -> None:
         row = {"name": name, "sets": sets, "train_s": round(seconds, 1), "dense": ev["dense"], "hybrid": ev.get("hybrid"),
                "per_query": ev["per_query"]}
         if rows:  # paired sign-flip test of per-query nDCG@10 against the frozen encoder
-            row["vs_frozen"] = {side: paired_test(ev["per_query"][side]["ndcg@10"], rows[0]["per_query"][side]["ndcg@10"])
+            row["vs_frozen"] = {side: paired_by_id(ev["per_query"][side]["ndcg@10"], rows[0]["per_query"][side]["ndcg@10"])
                                 for side in ev["per_query"]}
         rows.append(row)
         with (sweep / "results.jsonl").open("a", encoding="utf-8") as fh:
@@ -82,14 +83,6 @@ def main() -> None:
         print(f"{name:<16} dense nDCG@10 {ev['dense']['ndcg@10']:.4f} R@10 {ev['dense']['recall@10']:.4f}  "
               f"hybrid nDCG@10 {ev['hybrid']['ndcg@10']:.4f} R@10 {ev['hybrid']['recall@10']:.4f}  "
               f"({seconds:.0f} s){vs}", flush=True)
-
-
-def paired_test(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    """Sign-flip test of two encoders' per-query figures on the queries both have."""
-    from factrl.metrics.significance import paired_permutation_test
-
-    ids = sorted(set(a) & set(b))
-    return paired_permutation_test([a[i] for i in ids], [b[i] for i in ids])
 
 
 if __name__ == "__main__":

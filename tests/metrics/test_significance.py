@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from factrl.metrics.significance import mcnemar_exact, paired_permutation_test, wilson_interval
+from factrl.metrics.significance import mcnemar_exact, paired_by_id, paired_permutation_test, wilson_interval
 
 
 def test_wilson_interval_brackets_the_proportion():
@@ -42,3 +42,10 @@ def test_paired_permutation_test_exact_and_sampled():
         paired_permutation_test([1.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="no items"):
         paired_permutation_test([], [])
+
+
+def test_paired_by_id_pairs_the_shared_items_only():
+    a = {"q1": 1.0, "q2": 1.0, "q3": 1.0, "only_a": 0.0}
+    b = {"q3": 0.0, "q2": 0.0, "q1": 0.0, "only_b": 1.0}
+    r = paired_by_id(a, b)
+    assert r["n"] == 3 and r["wins"] == 3 and r["mean_diff"] == 1.0 and r["p"] == pytest.approx(2 / 8)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-__all__ = ["mcnemar_exact", "paired_permutation_test", "wilson_interval"]
+__all__ = ["mcnemar_exact", "paired_by_id", "paired_permutation_test", "wilson_interval"]
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -71,3 +71,9 @@ def paired_permutation_test(a: Sequence[float], b: Sequence[float], *, rounds: i
         p = (hits + 1) / (rounds + 1)
     return {"mean_diff": math.fsum(diffs) / len(diffs), "p": p, "n": float(len(diffs)),
             "wins": float(sum(d > 0 for d in diffs)), "losses": float(sum(d < 0 for d in diffs))}
+
+
+def paired_by_id(a: Mapping[str, float], b: Mapping[str, float], **kw: int) -> dict[str, float]:
+    """:func:`paired_permutation_test` on the items both mappings (item id → score) hold."""
+    ids = sorted(set(a) & set(b))
+    return paired_permutation_test([a[i] for i in ids], [b[i] for i in ids], **kw)
