@@ -2,7 +2,7 @@
 expectation over the candidates, and REPLUG's KL.
 
 Each takes log π_θ(d|q) over a candidate set as a tensor with gradient; each is a plain
-functions, so a hand-made case checks the direction of an update.
+function, so a hand-made case checks the direction of an update.
 """
 
 from __future__ import annotations
