@@ -117,3 +117,33 @@ def test_preset_settings_reach_trl_grpo_config(tmp_path):
         assert args.lr_scheduler_type == SchedulerType(cfg.grpo.lr_scheduler_type)
         assert args.get_warmup_steps(args.max_steps) == 0
         assert args.loss_type == cfg.grpo.loss_type
+
+
+def test_label_balanced_grpo_keeps_an_interleaved_order_that_trl_does_not_reshuffle(tmp_path):
+    torch = pytest.importorskip("torch")
+    trl = pytest.importorskip("trl")
+    from trl.trainer.utils import RepeatSampler
+
+    from factrl.labels import Label
+    from factrl.train.config import grpo_args
+    from factrl.train.grpo import training_order
+    from factrl.types import Claim
+
+    # a training split biased towards SUPPORT, as SciFact's is
+    labels = [Label.SUPPORT] * 8 + [Label.REFUTE] * 4 + [Label.NEI] * 4
+    claims = [Claim(id=str(i), text=f"claim {i}", label=lab) for i, lab in enumerate(labels)]
+    cfg = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path), "grpo.label_balanced": True})
+    args = trl.GRPOConfig(**grpo_args(cfg), use_cpu=not torch.cuda.is_available())
+    assert args.shuffle_dataset is False
+    order = training_order(claims, cfg)
+    assert sorted(c.id for c in order) == sorted(c.id for c in claims)  # nothing lost or repeated
+    # the sampler TRL builds: each generation's prompts, in dataset order
+    g, n = cfg.grpo.num_generations, cfg.grpo.prompts_per_generation
+    idx = list(RepeatSampler(order, mini_repeat_count=g, batch_size=n, shuffle=args.shuffle_dataset, seed=0))
+    first = [order[i].label for i in idx[: g * n : g]]
+    # every label in the first update (4 prompts), though 8 of 16 claims are SUPPORT
+    assert set(first) == {Label.SUPPORT, Label.REFUTE, Label.NEI}
+    # the default: as given, and TRL shuffles
+    plain = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path)})
+    assert training_order(claims, plain) == claims
+    assert grpo_args(plain)["shuffle_dataset"] is True

@@ -117,6 +117,11 @@ class GRPOSettings:
     # for the rollouts' generation). On CPUs with bf16 units (AMX, AVX512-BF16) a
     # forward+backward runs ~1.7x faster; elsewhere it can be slower. GPU runs want it too.
     bf16: bool = False
+    # Label-balanced updates: the training claims go in label-interleaved order (each
+    # label's claims shuffled with ``seed``) and TRL does not reshuffle them, so every
+    # update's prompts cover the labels as evenly as the data allows (a warm-up biased
+    # towards one label otherwise sees mostly that label's claims rewarded).
+    label_balanced: bool = False
 
 
 @dataclass
@@ -294,5 +299,6 @@ def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
         "report_to": [],
         "save_only_model": False,
         "dataloader_num_workers": 0,
+        "shuffle_dataset": not g.label_balanced,
         **trl_batch_args(g),
     }

@@ -21,13 +21,21 @@ from factrl.rollout import RolloutConfig
 from factrl.train.config import GRPORunConfig, grpo_args
 from factrl.types import Claim
 
-__all__ = ["train_grpo", "latest_checkpoint"]
+__all__ = ["train_grpo", "latest_checkpoint", "training_order"]
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def training_order(claims: list[Claim], cfg: GRPORunConfig) -> list[Claim]:
+    """The claims in the order the trainer's dataset holds them: label-interleaved
+    (seeded) with ``grpo.label_balanced``, else as given (TRL then shuffles)."""
+    if not cfg.grpo.label_balanced:
+        return list(claims)
+    from factrl.datasets.sampling import interleave_labels
+
+    return interleave_labels(claims, seed=cfg.grpo.seed)
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
@@ -67,7 +75,7 @@ def train_grpo(
     if not resume and ckpt is None and latest_checkpoint(out) is not None:
         raise FileExistsError(f"{out} already has checkpoints; pass --resume or choose another output dir")
     out.mkdir(parents=True, exist_ok=True)
-    train_claims = list(claims) if claims is not None else prepare_splits(cfg.data, out)[0]
+    train_claims = training_order(list(claims) if claims is not None else prepare_splits(cfg.data, out)[0], cfg)
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout
