@@ -8,8 +8,11 @@ skipped):
 - ``teach``   the template teacher (quoting, honest single search) on training claims of
               every source, offline and online (BM25), label-balanced;
 - ``sft``     LoRA SFT of the embedded SmolLM2 on the fully correct trajectories;
-- ``grpo``    GRPO (preset ``veri_r1_offline_cpu`` with LoRA) from the SFT model;
+- ``grpo``    GRPO (preset ``veri_r1_offline_cpu`` with LoRA) from the SFT model, or from
+              a shipped warm-up adapter (``--grpo-from DIR``);
 - ``eval``    a model on the held-out claims of the sources, offline and online;
+- ``probe``   whether a model's label probabilities judge the held-out claims once its
+              label bias is calibrated away (offline trajectories of ``eval --tag``);
 - ``ship``    ``factrl export adapter`` of a model against the base (one LoRA) with the
               manifest (recipe, seed, data, the held-out metrics of ``eval --tag``).
 
@@ -164,6 +167,15 @@ def grpo(out: Path, args) -> Path:
     from factrl.train.grpo import train_grpo
 
     sft_final = out / "sft" / "final"
+    if args.grpo_from and not (sft_final / "config.json").exists():
+        # Start from a shipped warm-up adapter (merged into the embedded model) instead
+        # of this run's own SFT: the shipped one is what users have and was evaluated.
+        import shutil
+
+        from factrl.lm.agent import ensure_agent_model
+
+        sft_final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(ensure_agent_model(Path(args.grpo_from)), sft_final)
     overrides = {
         "output_dir": str(out / "grpo"), "model.id": str(sft_final), "model.lora": True,
         "model.lora_r": 8, "model.lora_alpha": 16, "model.lora_dropout": 0.0,
@@ -269,6 +281,49 @@ def tables(out: Path, tags: list[str]) -> str:
     return "\n".join(lines + [""] + tests) + "\n"
 
 
+def probe(out: Path, model: str, tag: str, source: str = "scifact") -> dict:
+    """Is there a judgement in the model's label probabilities, hidden by a label bias?
+    On the offline held-out trajectories of ``eval --tag``: the summed log-probability of
+    each label after ``<answer> Label:``, appended (a) straight after the prompt and (b)
+    after the episode's own reasoning (its model text up to ``<answer>``). Accuracy of the
+    raw argmax and after contextual calibration (each label's mean log-probability over
+    these claims subtracted: label-free, but fitted on the same claims), per-label recall."""
+    import statistics
+
+    from factrl.evaluate import read_trajectories
+    from factrl.forced import ANSWER_OPENING, LABELS
+    from factrl.lm.loader import load_lm
+
+    trajs = read_trajectories(out / "eval" / tag / f"{source}-offline" / "trajectories.jsonl")
+    lm = load_lm(model)
+    choices = [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS]
+    gold = [t.claim.label for t in trajs]
+    result: dict = {"model": model, "tag": tag, "source": source, "n": len(trajs)}
+    for variant in ("direct", "after_reasoning"):
+        ctxs = []
+        for t in trajs:
+            reasoning = "".join(turn.text for turn in t.turns if turn.source == "model").split("<answer>")[0]
+            extra = lm.encode(reasoning.rstrip()) if variant == "after_reasoning" else []
+            ctxs.append(list(t.prompt_ids) + extra + lm.encode(ANSWER_OPENING))
+        t0 = time.perf_counter()
+        flat = lm.score([c for c in ctxs for _ in LABELS], [ch for _ in ctxs for ch in choices])
+        rows = [flat[i * 3:(i + 1) * 3] for i in range(len(ctxs))]
+        means = [statistics.fmean(r[k] for r in rows) for k in range(3)]
+        row_out = {"seconds": round(time.perf_counter() - t0, 1)}
+        for name, shift in (("raw", [0.0] * 3), ("calibrated", means)):
+            pred = [LABELS[max(range(3), key=lambda k: r[k] - shift[k])] for r in rows]
+            right = sum(p == g for p, g in zip(pred, gold))
+            lo, hi = wilson_interval(right, len(gold))
+            recall = {lab.value: round(sum(p == g == lab for p, g in zip(pred, gold)) / max(1, gold.count(lab)), 3)
+                      for lab in LABELS}
+            row_out[name] = {"acc": round(right / len(gold), 3), "ci95": [round(lo, 3), round(hi, 3)],
+                             "recall": recall, "predicted": {lab.value: pred.count(lab) for lab in LABELS}}
+        result[variant] = row_out
+    dest = out / "eval" / tag / f"probe-{source}.json"
+    dest.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
 RECIPE = [
     "factrl index build --corpus ../shared/data/scifact/corpus.jsonl --corpus-format scifact --out runs/scifact-index",
     "factrl corpus pool --dataset feverous_s --data-dir ../shared/data/feverous_s/dev.json --split dev "
@@ -288,7 +343,19 @@ def _recipe(out: Path, model: str, tag: str, args) -> list[str]:
     flags += [f"--sft-lr {args.sft_lr}", f"--sft-epochs {args.sft_epochs}", f"--sft-max-length {args.sft_max_length}",
               f"--lora-r {args.lora_r}"]
     common = f"python benchmarks/embedded_agent.py --out {out} " + " ".join(flags)
-    return [*RECIPE, f"{common} split teach sft", f"{common} ship --model {model} --tag {tag}"]
+    if "grpo" not in Path(model).parts:
+        return [*RECIPE, f"{common} split teach sft", f"{common} ship --model {model} --tag {tag}"]
+    # A GRPO model: the warm-up's own recipe (from the adapter's manifest), then GRPO.
+    grpo_flags = [f"--grpo-minutes {args.grpo_minutes}", f"--grpo-lr {args.grpo_lr}"]
+    grpo_flags += [f"--set {kv}" for kv in args.set]
+    if args.grpo_from:
+        warm = json.loads((Path(args.grpo_from) / "manifest.json").read_text())
+        start = [c for c in warm.get("commands", []) if c not in RECIPE]
+        grpo_flags.append(f"--grpo-from {args.grpo_from}")
+    else:
+        start = [f"{common} split teach sft"]
+    common = f"{common} {' '.join(grpo_flags)}"
+    return [*RECIPE, *start, f"{common} split grpo", f"{common} ship --model {model} --tag {tag}"]
 
 
 def ship(out: Path, model: str, tag: str, args) -> Path:
@@ -318,6 +385,14 @@ def ship(out: Path, model: str, tag: str, args) -> Path:
                          "sft": {"lora_r": args.lora_r, "lr": args.sft_lr, "epochs": args.sft_epochs,
                                  "max_length": args.sft_max_length, "batch_size": 4}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if "grpo" in Path(model).parts:
+        info["training"]["grpo"] = {"preset": "veri_r1_offline_cpu", "lora_r": 8, "lr": args.grpo_lr,
+                                    "minutes": args.grpo_minutes, "overrides": args.set, "from": args.grpo_from}
+    if args.grpo_from:  # the warm-up's data and SFT settings come from its own manifest
+        warm = json.loads((Path(args.grpo_from) / "manifest.json").read_text())
+        for source, d in (warm.get("data") or {}).items():
+            data.setdefault(source, {}).update({k: v for k, v in d.items() if k.startswith("sft_")})
+        info["training"].update({k: v for k, v in (warm.get("training") or {}).items() if k.startswith("sft")})
     for name in ("sft", "grpo"):
         tf = out / name / "time.json"
         if tf.exists():
@@ -333,7 +408,7 @@ def ship(out: Path, model: str, tag: str, args) -> Path:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stages", nargs="+", choices=["split", "teach", "sft", "grpo", "eval", "ship", "table"])
+    ap.add_argument("stages", nargs="+", choices=["split", "teach", "sft", "grpo", "eval", "ship", "table", "probe"])
     ap.add_argument("--out", type=Path, default=Path("runs/agent"))
     ap.add_argument("--index", action="append", default=[], metavar="SOURCE=DIR")
     ap.add_argument("--teach", action="append", default=[], metavar="SOURCE=OFFLINE,ONLINE",
@@ -347,6 +422,8 @@ def main() -> int:
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--grpo-minutes", type=float, default=40.0)
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
+    ap.add_argument("--grpo-from", metavar="ADAPTER_DIR",
+                    help="grpo: start from this exported warm-up adapter (merged) instead of OUT/sft/final")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--agent-param", action="append", default=[], metavar="KEY=VALUE",
                     help="a veri_r1 parameter for teach/eval/ship, e.g. prompt=short max_observation_chars=1200")
@@ -386,6 +463,10 @@ def main() -> int:
             _say(f"wrote {ship(out, args.model, args.tag, args)}")
         elif stage == "table":
             print(tables(out, (args.tag or "base,sft").split(",")))
+        elif stage == "probe":
+            if not args.model or not args.tag:
+                ap.error("probe needs --model and --tag (an eval run of that model)")
+            print(json.dumps(probe(out, args.model, args.tag), indent=1))
         elif stage == "eval":
             if not args.model:
                 ap.error("eval needs --model")
