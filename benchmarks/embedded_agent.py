@@ -281,22 +281,45 @@ def tables(out: Path, tags: list[str]) -> str:
     return "\n".join(lines + [""] + tests) + "\n"
 
 
-def probe(out: Path, model: str, tag: str, source: str = "scifact") -> dict:
-    """Is there a judgement in the model's label probabilities, hidden by a label bias?
-    On the offline held-out trajectories of ``eval --tag``: the summed log-probability of
-    each label after ``<answer> Label:``, appended (a) straight after the prompt and (b)
-    after the episode's own reasoning (its model text up to ``<answer>``). Accuracy of the
-    raw argmax and after contextual calibration (each label's mean log-probability over
-    these claims subtracted: label-free, but fitted on the same claims), per-label recall."""
+def label_probe(lm, ctxs: list[list[int]], gold: list) -> dict:
+    """The label each context (ending in ``<answer> Label:``) makes most probable (summed
+    log-probability of the label's tokens), scored against ``gold``: raw, and after
+    contextual calibration (each label's mean log-probability over these contexts
+    subtracted: label-free, but fitted on the same claims). ``chance`` is the accuracy of
+    the predicted label counts drawn independently of the gold labels."""
     import statistics
 
+    from factrl.forced import LABELS
+
+    choices = [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS]
+    flat = lm.score([c for c in ctxs for _ in LABELS], [ch for _ in ctxs for ch in choices])
+    rows = [flat[i * 3:(i + 1) * 3] for i in range(len(ctxs))]
+    means = [statistics.fmean(r[k] for r in rows) for k in range(3)]
+    out = {}
+    for name, shift in (("raw", [0.0] * 3), ("calibrated", means)):
+        pred = [LABELS[max(range(3), key=lambda k: r[k] - shift[k])] for r in rows]
+        right = sum(p == g for p, g in zip(pred, gold))
+        counts = {lab: pred.count(lab) for lab in LABELS}
+        lo, hi = wilson_interval(right, len(gold))
+        out[name] = {"acc": round(right / len(gold), 3), "ci95": [round(lo, 3), round(hi, 3)],
+                     "chance": round(sum(counts[lab] * gold.count(lab) for lab in LABELS) / len(gold) ** 2, 3),
+                     "recall": {lab.value: round(sum(p == g == lab for p, g in zip(pred, gold))
+                                                 / max(1, gold.count(lab)), 3) for lab in LABELS},
+                     "predicted": {lab.value: counts[lab] for lab in LABELS}}
+    return out
+
+
+def probe(out: Path, model: str, tag: str, source: str = "scifact") -> dict:
+    """Is there a judgement in the model's label probabilities, hidden by a label bias?
+    On the offline held-out trajectories of ``eval --tag``: :func:`label_probe` with
+    ``<answer> Label:`` appended (a) straight after the prompt and (b) after the
+    episode's own reasoning (its model text up to ``<answer>``)."""
     from factrl.evaluate import read_trajectories
-    from factrl.forced import ANSWER_OPENING, LABELS
+    from factrl.forced import ANSWER_OPENING
     from factrl.lm.loader import load_lm
 
     trajs = read_trajectories(out / "eval" / tag / f"{source}-offline" / "trajectories.jsonl")
     lm = load_lm(model)
-    choices = [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS]
     gold = [t.claim.label for t in trajs]
     result: dict = {"model": model, "tag": tag, "source": source, "n": len(trajs)}
     for variant in ("direct", "after_reasoning"):
@@ -306,19 +329,7 @@ def probe(out: Path, model: str, tag: str, source: str = "scifact") -> dict:
             extra = lm.encode(reasoning.rstrip()) if variant == "after_reasoning" else []
             ctxs.append(list(t.prompt_ids) + extra + lm.encode(ANSWER_OPENING))
         t0 = time.perf_counter()
-        flat = lm.score([c for c in ctxs for _ in LABELS], [ch for _ in ctxs for ch in choices])
-        rows = [flat[i * 3:(i + 1) * 3] for i in range(len(ctxs))]
-        means = [statistics.fmean(r[k] for r in rows) for k in range(3)]
-        row_out = {"seconds": round(time.perf_counter() - t0, 1)}
-        for name, shift in (("raw", [0.0] * 3), ("calibrated", means)):
-            pred = [LABELS[max(range(3), key=lambda k: r[k] - shift[k])] for r in rows]
-            right = sum(p == g for p, g in zip(pred, gold))
-            lo, hi = wilson_interval(right, len(gold))
-            recall = {lab.value: round(sum(p == g == lab for p, g in zip(pred, gold)) / max(1, gold.count(lab)), 3)
-                      for lab in LABELS}
-            row_out[name] = {"acc": round(right / len(gold), 3), "ci95": [round(lo, 3), round(hi, 3)],
-                             "recall": recall, "predicted": {lab.value: pred.count(lab) for lab in LABELS}}
-        result[variant] = row_out
+        result[variant] = {**label_probe(lm, ctxs, gold), "seconds": round(time.perf_counter() - t0, 1)}
     dest = out / "eval" / tag / f"probe-{source}.json"
     dest.write_text(json.dumps(result, indent=1) + "\n")
     return result
