@@ -71,11 +71,11 @@ def _splits(out: Path, source: str):
     return keep(train), keep(held)
 
 
-def _make_env(mode: str, index):
+def _make_env(mode: str, index, context_sentences: int = CONTEXT_SENTENCES):
     from factrl.envs import EnvSpec, deps_from_index, env_factory
 
     return env_factory(EnvSpec(name="veri_r1", params={**AGENT_PARAMS, "mode": mode}),
-                       deps_from_index(index, context_sentences=CONTEXT_SENTENCES))
+                       deps_from_index(index, context_sentences=context_sentences))
 
 
 def teach(out: Path, indexes: dict, counts: dict[str, tuple[int, int]]) -> list[Path]:
@@ -281,6 +281,13 @@ def tables(out: Path, tags: list[str]) -> str:
     return "\n".join(lines + [""] + tests) + "\n"
 
 
+def label_choices(lm) -> list[list[int]]:
+    """The token ids of each label (in ``factrl.forced.LABELS`` order) after ``Label:``."""
+    from factrl.forced import LABELS
+
+    return [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS]
+
+
 def label_probe(lm, ctxs: list[list[int]], gold: list) -> dict:
     """The label each context (ending in ``<answer> Label:``) makes most probable (summed
     log-probability of the label's tokens), scored against ``gold``: raw, and after
@@ -291,7 +298,7 @@ def label_probe(lm, ctxs: list[list[int]], gold: list) -> dict:
 
     from factrl.forced import LABELS
 
-    choices = [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS]
+    choices = label_choices(lm)
     flat = lm.score([c for c in ctxs for _ in LABELS], [ch for _ in ctxs for ch in choices])
     rows = [flat[i * 3:(i + 1) * 3] for i in range(len(ctxs))]
     means = [statistics.fmean(r[k] for r in rows) for k in range(3)]

@@ -25,7 +25,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from embedded_agent import AGENT_PARAMS, DEFAULT_INDEX, _make_env, _splits, label_probe  # noqa: E402
+from embedded_agent import AGENT_PARAMS, DEFAULT_INDEX, _make_env, _splits, label_choices, label_probe  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -35,15 +35,10 @@ def _say(msg: str) -> None:
 def prompts(lm, claims, index, sentences: int) -> list[list[int]]:
     """The agent's offline prompt of each claim (``sentences`` context sentences plus the
     gold ones), as token ids ending in ``<answer> Label:``."""
-    import embedded_agent
     from factrl.forced import ANSWER_OPENING
 
-    old, embedded_agent.CONTEXT_SENTENCES = embedded_agent.CONTEXT_SENTENCES, sentences
-    try:
-        env = _make_env("offline", index)()
-        return [lm.chat_prompt_ids(env.reset(c)) + lm.encode(ANSWER_OPENING) for c in claims]
-    finally:
-        embedded_agent.CONTEXT_SENTENCES = old
+    env = _make_env("offline", index, sentences)()
+    return [lm.chat_prompt_ids(env.reset(c)) + lm.encode(ANSWER_OPENING) for c in claims]
 
 
 def train(lm, ctxs, gold, *, lr: float, batch: int, rank: int, seed: int) -> dict:
@@ -55,7 +50,7 @@ def train(lm, ctxs, gold, *, lr: float, batch: int, rank: int, seed: int) -> dic
 
     from factrl.forced import LABELS
 
-    choices = {lab: [x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS}
+    choices = dict(zip(LABELS, label_choices(lm)))
     torch.manual_seed(seed)
     model = get_peft_model(lm.model, LoraConfig(
         r=rank, lora_alpha=2 * rank, lora_dropout=0.0, task_type="CAUSAL_LM",
