@@ -153,6 +153,10 @@ def sft(out: Path, files: list[Path], args) -> Path:
     if (final / "config.json").exists():
         return final
     t0 = time.perf_counter()
+    if args.sft_decision_weight is not None:
+        _weighted_sft(out, files, args)
+        (out / "sft" / "time.json").write_text(json.dumps({"sft_s": time.perf_counter() - t0}) + "\n")
+        return final
     train_sft(files, "smollm2", out / "sft", SFTSettings(
         learning_rate=args.sft_lr, epochs=args.sft_epochs, batch_size=4, max_length=args.sft_max_length,
         save_steps=20, gradient_checkpointing=False, lora=True, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
@@ -160,6 +164,18 @@ def sft(out: Path, files: list[Path], args) -> Path:
         lr_scheduler_type="cosine", warmup_steps=3))
     (out / "sft" / "time.json").write_text(json.dumps({"sft_s": time.perf_counter() - t0}) + "\n")
     return final
+
+
+def _weighted_sft(out: Path, files: list[Path], args) -> Path:
+    """Decision-weighted LoRA SFT (``factrl.train.weighted_sft``) on the fully correct
+    trajectories of ``files``; with ``--sft-from`` it continues that exported adapter."""
+    from factrl.train.weighted_sft import WeightedSFTSettings, train_weighted_sft_on
+
+    return train_weighted_sft_on(files, "smollm2", out / "sft", WeightedSFTSettings(
+        learning_rate=args.sft_lr, epochs=args.sft_epochs, tokens_per_batch=args.sft_tokens_per_batch,
+        max_length=args.sft_max_length, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
+        decision_weight=args.sft_decision_weight, warmup_steps=3,
+        init_adapter=str(args.sft_from) if args.sft_from else None))
 
 
 def grpo(out: Path, args) -> Path:
@@ -353,6 +369,12 @@ RECIPE = [
 ]
 
 
+def _warm_commands(adapter_dir) -> list[str]:
+    """The commands (beyond the index ones) that made an exported adapter, from its manifest."""
+    warm = json.loads((Path(adapter_dir) / "manifest.json").read_text())
+    return [c for c in warm.get("commands", []) if c not in RECIPE]
+
+
 def _recipe(out: Path, model: str, tag: str, args) -> list[str]:
     """The index commands and this script's own commands, with every option that shaped
     the shipped model (so the manifest reproduces it from scratch)."""
@@ -360,18 +382,24 @@ def _recipe(out: Path, model: str, tag: str, args) -> list[str]:
     flags += [f"--sft-take {kv}" for kv in args.sft_take]
     flags += [f"--sft-lr {args.sft_lr}", f"--sft-epochs {args.sft_epochs}", f"--sft-max-length {args.sft_max_length}",
               f"--lora-r {args.lora_r}"]
+    if args.sft_decision_weight is not None:
+        flags += [f"--sft-decision-weight {args.sft_decision_weight}",
+                  f"--sft-tokens-per-batch {args.sft_tokens_per_batch}"]
+        if args.sft_from:
+            flags.append(f"--sft-from {args.sft_from}")
     common = f"python benchmarks/embedded_agent.py --out {out} " + " ".join(flags)
+    # A warm-up that continues an exported one (--sft-from) starts with that one's recipe.
+    before = _warm_commands(args.sft_from) if args.sft_decision_weight is not None and args.sft_from else []
     if "grpo" not in Path(model).parts:
-        return [*RECIPE, f"{common} split teach sft", f"{common} ship --model {model} --tag {tag}"]
+        return [*RECIPE, *before, f"{common} split teach sft", f"{common} ship --model {model} --tag {tag}"]
     # A GRPO model: the warm-up's own recipe (from the adapter's manifest), then GRPO.
     grpo_flags = [f"--grpo-minutes {args.grpo_minutes}", f"--grpo-lr {args.grpo_lr}"]
     grpo_flags += [f"--set {kv}" for kv in args.set]
     if args.grpo_from:
-        warm = json.loads((Path(args.grpo_from) / "manifest.json").read_text())
-        start = [c for c in warm.get("commands", []) if c not in RECIPE]
+        start = _warm_commands(args.grpo_from)
         grpo_flags.append(f"--grpo-from {args.grpo_from}")
     else:
-        start = [f"{common} split teach sft"]
+        start = [*before, f"{common} split teach sft"]
     common = f"{common} {' '.join(grpo_flags)}"
     return [*RECIPE, *start, f"{common} split grpo", f"{common} ship --model {model} --tag {tag}"]
 
@@ -403,6 +431,14 @@ def ship(out: Path, model: str, tag: str, args) -> Path:
                          "sft": {"lora_r": args.lora_r, "lr": args.sft_lr, "epochs": args.sft_epochs,
                                  "max_length": args.sft_max_length, "batch_size": 4}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if args.sft_decision_weight is not None:
+        settings = json.loads((out / "sft" / "settings.json").read_text())
+        info["training"]["sft"] = {"trainer": "factrl.train.weighted_sft", **{k: settings[k] for k in (
+            "learning_rate", "epochs", "tokens_per_batch", "max_length", "decision_weight", "init_adapter",
+            "examples", "tokens", "steps")}}
+        if args.sft_from:  # the warm-up it continued, as that one's manifest describes it
+            warm = json.loads((Path(args.sft_from) / "manifest.json").read_text())
+            info["training"]["continues"] = {"sha256": warm.get("sha256"), "training": warm.get("training")}
     if "grpo" in Path(model).parts:
         info["training"]["grpo"] = {"preset": "veri_r1_offline_cpu", "lora_r": 8, "lr": args.grpo_lr,
                                     "minutes": args.grpo_minutes, "overrides": args.set, "from": args.grpo_from}
@@ -438,6 +474,11 @@ def main() -> int:
     ap.add_argument("--sft-epochs", type=float, default=1.0)
     ap.add_argument("--sft-max-length", type=int, default=1150)
     ap.add_argument("--lora-r", type=int, default=16)
+    ap.add_argument("--sft-decision-weight", type=float, default=None, metavar="W",
+                    help="sft: decision-weighted SFT (factrl.train.weighted_sft), the judgement tokens weighing W")
+    ap.add_argument("--sft-from", metavar="ADAPTER_DIR",
+                    help="sft (with --sft-decision-weight): continue this exported adapter instead of a new LoRA")
+    ap.add_argument("--sft-tokens-per-batch", type=int, default=4096)
     ap.add_argument("--grpo-minutes", type=float, default=40.0)
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--grpo-from", metavar="ADAPTER_DIR",

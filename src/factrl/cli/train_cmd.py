@@ -115,14 +115,32 @@ def sft(
     gradient_checkpointing: bool = typer.Option(
         True, "--gradient-checkpointing/--no-gradient-checkpointing",
         help="Recompute activations in backward: less memory, one more forward (off is faster on small models)."),
+    decision_weight: float | None = typer.Option(
+        None, "--decision-weight", min=1.0,
+        help="Decision-weighted LoRA SFT: the judgement tokens (judgement sentence, Label line) weigh this much; "
+             "a resumable plain loop, faster on CPU (factrl.train.weighted_sft)."),
+    tokens_per_batch: int = typer.Option(4096, "--tokens-per-batch", min=1,
+                                         help="With --decision-weight: padded tokens per step."),
+    init_adapter: Path | None = typer.Option(
+        None, "--init-adapter", help="With --decision-weight: continue this LoRA adapter (e.g. the shipped agent's)."),
 ) -> None:
     """SFT baseline (Veri-R1 App. H) on the teacher's fully correct trajectories."""
     from factrl.train.sft import SFTSettings, train_sft
+    from factrl.train.weighted_sft import WeightedSFTSettings, train_weighted_sft_on
 
+    if (init_adapter is not None) and decision_weight is None:
+        typer.echo("error: --init-adapter needs --decision-weight", err=True)
+        raise typer.Exit(2)
     settings = SFTSettings(learning_rate=learning_rate, epochs=epochs, batch_size=batch_size, lora=lora,
                            max_length=max_length, gradient_checkpointing=gradient_checkpointing)
     try:
-        final = train_sft(trajectories, model, out, settings)
+        if decision_weight is not None:
+            final = train_weighted_sft_on(trajectories, model, out, WeightedSFTSettings(
+                learning_rate=learning_rate, epochs=epochs, tokens_per_batch=tokens_per_batch,
+                max_length=max_length, decision_weight=decision_weight,
+                init_adapter=str(init_adapter) if init_adapter else None))
+        else:
+            final = train_sft(trajectories, model, out, settings)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

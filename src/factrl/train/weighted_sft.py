@@ -1,0 +1,288 @@
+"""Decision-weighted SFT: LoRA on teacher trajectories with the judgement tokens weighted.
+
+Teacher-forced trajectory SFT spends its loss on the protocol: of the ~120 tokens a
+Veri-R1 answer holds, two or three carry the decision (whether it quotes evidence at all, the verb
+of the judgement sentence, the label's first token) and everything after them is copying. A warm-up trained that
+way learns the protocol and a label prior, not the judgement (docs/benchmarks.md, the
+label probe). Here every model token still counts, but those
+decision tokens (:func:`decision_spans`) weigh ``decision_weight`` times as much.
+
+The loop is a plain PyTorch one, not TRL's, for speed on CPU: batches are built by
+length (few pad tokens), the vocabulary projection runs only on the positions that
+carry a loss, and a checkpoint (adapter, optimiser, step) is written every
+``save_minutes`` so an interrupted run resumes where it stopped with the same batches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factrl.types import Trajectory
+
+__all__ = ["WeightedSFTSettings", "decision_spans", "length_batches", "train_weighted_sft",
+           "train_weighted_sft_on", "weighted_examples"]
+
+# Where a Veri-R1 answer decides: the first token of each <think> (a template answer
+# commits there to quoting evidence or to "None of the information ..."), the verb of
+# the judgement sentence ("This states" / "This contradicts") and the first token of the
+# Label line's value. Every token after these is determined by them (copying), so only
+# these carry the judgement; weighting whole sentences would dilute it again.
+_DECISION = (
+    re.compile(r"(?<=This )(?:states|contradicts)"),
+    re.compile(r"(?<=Label: )\S"),
+)
+_THINK = "<think>"
+
+
+def decision_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of ``text`` where the decision is made (see ``_DECISION``)."""
+    spans = [(m.start(), m.end()) for pat in _DECISION for m in pat.finditer(text)]
+    start = 0
+    while (i := text.find(_THINK, start)) >= 0:
+        j = i + len(_THINK)
+        spans.append((j, j + 1))
+        start = j
+    return sorted(spans)
+
+
+@dataclass
+class WeightedSFTSettings:
+    learning_rate: float = 2e-4
+    epochs: float = 1.0
+    tokens_per_batch: int = 4096  # padded tokens per optimiser step
+    max_length: int = 1150  # longer contexts are skipped and counted (a cut one teaches an unfinished answer)
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_target_modules: list[str] = field(default_factory=lambda: [
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    decision_weight: float = 4.0
+    warmup_steps: int = 3
+    seed: int = 0
+    save_minutes: float = 5.0
+    max_minutes: float | None = None  # stop (and save final/) after this many minutes of training
+    # Continue training this LoRA adapter (a directory with adapter_config.json, e.g. the
+    # shipped agent's) on ``model_path`` as its base, instead of a new one: the result
+    # keeps its rank, so it exports without truncation. lora_* settings are then unused.
+    init_adapter: str | None = None
+
+
+def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_weight: float,
+                      max_length: int | None = None) -> tuple[list[dict[str, list]], int]:
+    """``({"input_ids", "labels", "weights"}, skipped)`` per context of each trajectory,
+    tokenised turn by turn as in :func:`factrl.train.sft.sft_examples` (prompt and
+    observations unlabelled, a closing EOS labelled); model tokens that overlap a
+    :func:`decision_spans` span weigh ``decision_weight``, the others 1."""
+    eos = int(tokenizer.eos_token_id)
+    out, skipped = [], 0
+    for t in trajs:
+        for prompt, turns in [(t.prompt, t.turns), *((s.prompt, s.turns) for s in t.segments)]:
+            chat = [{"role": m.role, "content": m.content} for m in prompt]
+            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
+            ids = [int(i) for i in (ids if isinstance(ids, list) else ids["input_ids"])]
+            labels, weights = [-100] * len(ids), [0.0] * len(ids)
+            for turn in turns:
+                enc = tokenizer(turn.text, add_special_tokens=False, return_offsets_mapping=True)
+                toks, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+                model = turn.source == "model"
+                spans = decision_spans(turn.text) if model else []
+                for tok, (a, b) in zip(toks, offsets):
+                    if tok == eos:
+                        continue
+                    ids.append(tok)
+                    labels.append(tok if model else -100)
+                    hit = any(a < e and s < max(b, a + 1) for s, e in spans)
+                    weights.append((decision_weight if hit else 1.0) if model else 0.0)
+            if ids[-1] != eos:
+                ids.append(eos)
+                labels.append(eos)
+                weights.append(1.0)
+            if (max_length is not None and len(ids) > max_length) or all(x == -100 for x in labels):
+                skipped += 1
+                continue
+            out.append({"input_ids": ids, "labels": labels, "weights": weights})
+    return out, skipped
+
+
+def length_batches(lengths: Sequence[int], tokens_per_batch: int, seed: int) -> list[list[int]]:
+    """Indices grouped by length so that ``rows × longest`` stays within
+    ``tokens_per_batch`` (one over-long row still makes a batch), in a seeded random
+    order of batches."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) + 1) * lengths[i] > tokens_per_batch:
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    random.Random(seed).shuffle(batches)
+    return batches
+
+
+def _schedule(settings: WeightedSFTSettings, n_examples_batches: list[list[list[int]]]) -> list[list[int]]:
+    """Every epoch's batches (each epoch reshuffled), a fractional last epoch cut."""
+    full = math.floor(settings.epochs)
+    steps: list[list[int]] = []
+    for e, batches in enumerate(n_examples_batches[: full + 1]):
+        take = len(batches) if e < full else round(len(batches) * (settings.epochs - full))
+        steps += batches[:take]
+    return steps
+
+
+def _identity(s: WeightedSFTSettings) -> dict[str, Any]:
+    """The settings that shape the trained weights (a resumed run must match them; its
+    time limits may change)."""
+    return {k: v for k, v in asdict(s).items() if k not in ("save_minutes", "max_minutes")}
+
+
+def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out_dir: Path,
+                       settings: WeightedSFTSettings | None = None) -> Path:
+    """LoRA-train ``model_path`` on ``examples`` (from :func:`weighted_examples`); writes
+    ``out_dir/log.jsonl`` as it goes, checkpoints to ``out_dir/checkpoint`` and resumes
+    from it, and saves the merged model to ``out_dir/final`` (the adapter to
+    ``out_dir/adapter``)."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
+    from peft.utils import get_peft_model_state_dict
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    s = settings or WeightedSFTSettings()
+    out_dir = Path(out_dir)
+    final = out_dir / "final"
+    if (final / "config.json").exists():
+        return final
+    if not examples:
+        raise ValueError("no examples to train on")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lengths = [len(x["input_ids"]) for x in examples]
+    steps = _schedule(s, [length_batches(lengths, s.tokens_per_batch, s.seed + e)
+                          for e in range(math.ceil(s.epochs))])
+    torch.manual_seed(s.seed)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    base = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32)
+    if s.init_adapter:
+        model = PeftModel.from_pretrained(base, s.init_adapter, is_trainable=True)
+        model.float()
+    else:
+        model = get_peft_model(base, LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=0.0,
+                                                target_modules=s.lora_target_modules, task_type="CAUSAL_LM"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=s.learning_rate, weight_decay=0.0)
+    total = len(steps)
+
+    def lr_at(step: int) -> float:  # linear warm-up, then cosine to 0
+        if step < s.warmup_steps:
+            return s.learning_rate * (step + 1) / s.warmup_steps
+        frac = (step - s.warmup_steps) / max(1, total - s.warmup_steps)
+        return s.learning_rate * 0.5 * (1 + math.cos(math.pi * frac))
+
+    ckpt = out_dir / "checkpoint"
+    start = 0
+    if (ckpt / "state.pt").exists():
+        state = torch.load(ckpt / "state.pt", weights_only=False)
+        if state["total"] != total or state["settings"] != _identity(s):
+            raise ValueError(f"{ckpt} was written by another run (other settings or data); remove it to start over")
+        set_peft_model_state_dict(model, state["adapter"])
+        opt.load_state_dict(state["optimizer"])
+        start = state["step"]
+        print(f"resuming at step {start} of {total}", file=sys.stderr, flush=True)
+    (out_dir / "settings.json").write_text(json.dumps({**asdict(s), "examples": len(examples),
+                                                       "tokens": sum(lengths), "steps": total}, indent=1) + "\n")
+    inner = model.base_model.model  # the causal LM with the LoRA layers in place
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    model.train()
+    t0, last_save = time.perf_counter(), time.perf_counter()
+    with (out_dir / "log.jsonl").open("a") as log:
+        for step in range(start, total):
+            rows = [examples[i] for i in steps[step]]
+            width = max(len(r["input_ids"]) for r in rows)
+            ids = torch.full((len(rows), width), pad, dtype=torch.long)
+            attn = torch.zeros_like(ids)
+            tgt = torch.full_like(ids, -100)
+            wts = torch.zeros((len(rows), width), dtype=torch.float32)
+            for b, r in enumerate(rows):
+                n = len(r["input_ids"])
+                ids[b, :n] = torch.tensor(r["input_ids"])
+                attn[b, :n] = 1
+                tgt[b, :n] = torch.tensor(r["labels"])
+                wts[b, :n] = torch.tensor(r["weights"])
+            hidden = inner.model(input_ids=ids, attention_mask=attn).last_hidden_state
+            # position p predicts token p + 1: project only the positions with a target
+            tgt, wts = tgt[:, 1:], wts[:, 1:]
+            keep = tgt != -100
+            logits = inner.lm_head(hidden[:, :-1][keep]).float()
+            ce = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="none")
+            w = wts[keep]
+            loss = (ce * w).sum() / w.sum()
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            plain = float(ce.detach().mean())
+            rec = {"step": step + 1, "of": total, "loss": round(float(loss.detach()), 4), "token_loss": round(plain, 4),
+                   "rows": len(rows), "width": width, "lr": lr_at(step),
+                   "seconds": round(time.perf_counter() - t0, 1)}
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            print(f"step {step + 1}/{total}: weighted loss {rec['loss']:.3f}, token loss {plain:.3f} "
+                  f"({len(rows)}×{width}, {rec['seconds']:.0f}s)", file=sys.stderr, flush=True)
+            done = step + 1 == total
+            over = s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes
+            if done or over or time.perf_counter() - last_save > 60 * s.save_minutes:
+                ckpt.mkdir(parents=True, exist_ok=True)
+                torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(),
+                            "step": step + 1, "total": total, "settings": _identity(s)}, ckpt / "state.pt.tmp")
+                (ckpt / "state.pt.tmp").replace(ckpt / "state.pt")
+                last_save = time.perf_counter()
+            if over:
+                print(f"stopping after {s.max_minutes} minutes at step {step + 1} of {total}",
+                      file=sys.stderr, flush=True)
+                break
+    model.save_pretrained(out_dir / "adapter")
+    merged = model.merge_and_unload()
+    merged.save_pretrained(final)
+    tok.save_pretrained(final)
+    return final
+
+
+def train_weighted_sft_on(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
+                          settings: WeightedSFTSettings | None = None) -> Path:
+    """:func:`train_weighted_sft` on the fully correct trajectories of one teacher file
+    or several (``factrl train sft --decision-weight``); ``model`` as ``--model`` takes
+    it ('smollm2', a directory, a hub id)."""
+    from transformers import AutoTokenizer
+
+    from factrl.evaluate import read_trajectories
+    from factrl.lm.loader import resolve_model_path
+    from factrl.train.sft import select_correct
+
+    s = settings or WeightedSFTSettings()
+    files = [Path(trajectories)] if isinstance(trajectories, (str, Path)) else [Path(f) for f in trajectories]
+    trajs = [t for f in files for t in read_trajectories(f)]
+    keep = select_correct(trajs)
+    if not keep:
+        raise ValueError(f"no fully correct trajectories in {', '.join(map(str, files))}; nothing to train on")
+    path = resolve_model_path(model)
+    examples, skipped = weighted_examples(keep, AutoTokenizer.from_pretrained(path),
+                                          decision_weight=s.decision_weight, max_length=s.max_length)
+    print(f"weighted SFT: {len(examples)} examples ({sum(len(x['input_ids']) for x in examples)} tokens) from "
+          f"{len(keep)} fully correct of {len(trajs)} trajectories"
+          + (f" ({skipped} skipped: over max_length={s.max_length} tokens)" if skipped else ""),
+          file=sys.stderr, flush=True)
+    if not examples:
+        raise ValueError(f"all {len(keep)} fully correct trajectories are longer than max_length={s.max_length} "
+                         "tokens; raise max_length")
+    return train_weighted_sft(examples, path, out_dir, s)
