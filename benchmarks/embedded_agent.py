@@ -247,14 +247,14 @@ def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: l
     return results
 
 
-def _correct(run: Path) -> dict[str, tuple[bool, bool]]:
+def _correct(run: Path) -> dict[str, tuple[bool, bool, bool]]:
     from factrl.evaluate import read_trajectories
     from factrl.metrics.veri_r1 import score_item
 
     out = {}
     for t in read_trajectories(run / "trajectories.jsonl"):
         item = score_item(t.claim.label, t.claim.evidence_ids, t.verdict)
-        out[t.claim_id] = (t.verdict.label == t.claim.label, bool(item.verified))
+        out[t.claim_id] = (t.verdict.label == t.claim.label, bool(item.verified), bool(t.verdict.format_ok))
     return out
 
 
@@ -288,10 +288,10 @@ def tables(out: Path, tags: list[str]) -> str:
             if (a_dir / "trajectories.jsonl").exists() and (b_dir / "trajectories.jsonl").exists():
                 a, b = _correct(a_dir), _correct(b_dir)
                 ids = sorted(set(a) & set(b))
-                for i, what in ((0, "label"), (1, "verification")):
+                for i, what in ((0, "label accuracy"), (1, "verification accuracy"), (2, "format-ok")):
                     only_b = sum(b[x][i] and not a[x][i] for x in ids)
                     only_a = sum(a[x][i] and not b[x][i] for x in ids)
-                    tests.append(f"- {run}, {what} accuracy, {tags[-1]} vs {tags[-2]}: {only_b} claims only "
+                    tests.append(f"- {run}, {what}, {tags[-1]} vs {tags[-2]}: {only_b} claims only "
                                  f"{tags[-1]} got right, {only_a} only {tags[-2]}; exact McNemar p = "
                                  f"{mcnemar_exact(only_a, only_b):.3g}")
     return "\n".join(lines + [""] + tests) + "\n"
