@@ -117,8 +117,9 @@ def sft(
         help="Recompute activations in backward: less memory, one more forward (off is faster on small models)."),
     decision_weight: float | None = typer.Option(
         None, "--decision-weight", min=1.0,
-        help="Decision-weighted LoRA SFT: the judgement tokens (judgement sentence, Label line) weigh this much; "
-             "a resumable plain loop, faster on CPU (factrl.train.weighted_sft)."),
+        help="Decision-weighted LoRA SFT: the tokens where an answer decides (first token of <think>, the "
+             "judgement verb, the label's first token) weigh this much; a resumable plain loop, faster on CPU "
+             "(factrl.train.weighted_sft)."),
     tokens_per_batch: int = typer.Option(4096, "--tokens-per-batch", min=1,
                                          help="With --decision-weight: padded tokens per step."),
     init_adapter: Path | None = typer.Option(

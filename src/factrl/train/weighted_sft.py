@@ -1,11 +1,12 @@
-"""Decision-weighted SFT: LoRA on teacher trajectories with the judgement tokens weighted.
+"""Decision-weighted SFT: LoRA on teacher trajectories with the deciding tokens weighted.
 
 Teacher-forced trajectory SFT spends its loss on the protocol: of the ~120 tokens a
-Veri-R1 answer holds, two or three carry the decision (whether it quotes evidence at all, the verb
-of the judgement sentence, the label's first token) and everything after them is copying. A warm-up trained that
-way learns the protocol and a label prior, not the judgement (docs/benchmarks.md, the
-label probe). Here every model token still counts, but those
-decision tokens (:func:`decision_spans`) weigh ``decision_weight`` times as much.
+Veri-R1 answer holds, two or three carry the decision (whether it quotes evidence at
+all, the verb of the judgement sentence, the label's first token) and everything after
+them is copying. A warm-up trained that way learns the protocol and a label prior, not
+the judgement (docs/benchmarks.md, the label probe). Here every model token still
+counts, but the deciding tokens (:func:`decision_spans`) weigh ``decision_weight`` times
+as much.
 
 The loop is a plain PyTorch one, not TRL's, for speed on CPU: batches are built by
 length (few pad tokens), the vocabulary projection runs only on the positions that
@@ -130,11 +131,11 @@ def length_batches(lengths: Sequence[int], tokens_per_batch: int, seed: int) -> 
     return batches
 
 
-def _schedule(settings: WeightedSFTSettings, n_examples_batches: list[list[list[int]]]) -> list[list[int]]:
+def _schedule(settings: WeightedSFTSettings, epoch_batches: list[list[list[int]]]) -> list[list[int]]:
     """Every epoch's batches (each epoch reshuffled), a fractional last epoch cut."""
     full = math.floor(settings.epochs)
     steps: list[list[int]] = []
-    for e, batches in enumerate(n_examples_batches[: full + 1]):
+    for e, batches in enumerate(epoch_batches[: full + 1]):
         take = len(batches) if e < full else round(len(batches) * (settings.epochs - full))
         steps += batches[:take]
     return steps
