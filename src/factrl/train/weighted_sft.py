@@ -82,13 +82,14 @@ def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_w
     tokenised turn by turn as in :func:`factrl.train.sft.sft_examples` (prompt and
     observations unlabelled, a closing EOS labelled); model tokens that overlap a
     :func:`decision_spans` span weigh ``decision_weight``, the others 1."""
-    eos = int(tokenizer.eos_token_id)
+    from factrl.train.sft import _TokenizerView
+
+    view = _TokenizerView(tokenizer)
+    eos = view.eos_token_id
     out, skipped = [], 0
     for t in trajs:
         for prompt, turns in [(t.prompt, t.turns), *((s.prompt, s.turns) for s in t.segments)]:
-            chat = [{"role": m.role, "content": m.content} for m in prompt]
-            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
-            ids = [int(i) for i in (ids if isinstance(ids, list) else ids["input_ids"])]
+            ids = view.chat_prompt_ids(prompt)
             labels, weights = [-100] * len(ids), [0.0] * len(ids)
             for turn in turns:
                 enc = tokenizer(turn.text, add_special_tokens=False, return_offsets_mapping=True)
@@ -147,6 +148,15 @@ def _identity(s: WeightedSFTSettings) -> dict[str, Any]:
     return {k: v for k, v in asdict(s).items() if k not in ("save_minutes", "max_minutes")}
 
 
+def _trim_log(path: Path, step: int) -> None:
+    """Keep the log records up to ``step`` (the checkpoint's): steps logged after it are
+    trained again on resume and would otherwise be logged twice."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
 def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out_dir: Path,
                        settings: WeightedSFTSettings | None = None) -> Path:
     """LoRA-train ``model_path`` on ``examples`` (from :func:`weighted_examples`); writes
@@ -198,6 +208,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
         opt.load_state_dict(state["optimizer"])
         start = state["step"]
         print(f"resuming at step {start} of {total}", file=sys.stderr, flush=True)
+    _trim_log(out_dir / "log.jsonl", start)
     (out_dir / "settings.json").write_text(json.dumps({**asdict(s), "examples": len(examples),
                                                        "tokens": sum(lengths), "steps": total}, indent=1) + "\n")
     inner = model.base_model.model  # the causal LM with the LoRA layers in place
