@@ -512,7 +512,7 @@ def main() -> int:
             teach(out, args.indexes, counts)
         elif stage == "sft":
             files = _sft_data(out, counts_sft(args))
-            _say(f"SFT on {len(files)} teacher runs: {', '.join(f.parent.name for f in files)}")
+            _say(f"SFT on {len(files)} teacher runs: {', '.join(f.stem for f in files)}")
             _say(f"saved {sft(out, files, args)}")
         elif stage == "grpo":
             _say(f"saved {grpo(out, args)}")
