@@ -100,6 +100,7 @@ def test_weighted_sft_trains_checkpoints_and_resumes(teacher_run, tmp_path):
     # a crash after a step was logged but before it was checkpointed: redone, logged once
     with (tmp_path / "cut" / "log.jsonl").open("a") as f:
         f.write(json.dumps({"step": 3, "loss": 0.0}) + "\n")
+        f.write('{"step": 4, "lo')  # and a record cut short by the crash
     resumed = train_weighted_sft(examples, str(tiny), tmp_path / "cut", settings)
     steps = [json.loads(x)["step"] for x in (tmp_path / "cut" / "log.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]

@@ -150,10 +150,17 @@ def _identity(s: WeightedSFTSettings) -> dict[str, Any]:
 
 def _trim_log(path: Path, step: int) -> None:
     """Keep the log records up to ``step`` (the checkpoint's): steps logged after it are
-    trained again on resume and would otherwise be logged twice."""
+    trained again on resume and would otherwise be logged twice. A line cut short by the
+    crash is dropped too."""
     if not path.exists():
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] <= step:
+                keep.append(line)
+        except (ValueError, KeyError, TypeError):
+            continue
     path.write_text("".join(line + "\n" for line in keep))
 
 
