@@ -214,7 +214,7 @@ def grpo(out: Path, args) -> Path:
 
 
 def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: list[str], indexes: dict,
-                   max_new_tokens: int, limit: int | None) -> dict:
+                   max_new_tokens: int, limit: int | None, no_repeat_ngram: int = 0) -> dict:
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
@@ -238,8 +238,9 @@ def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: l
             t0 = time.perf_counter()
             results[f"{source}-{mode}"] = m = evaluate(
                 held, _make_env(mode, index), lm, run,
-                rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens, batch_size=32),
-                run_info={"model": model, "dataset": source,
+                rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens, batch_size=32,
+                                      no_repeat_ngram=no_repeat_ngram),
+                run_info={"model": model, "dataset": source, "no_repeat_ngram": no_repeat_ngram,
                           "agent": {"name": "veri_r1", "params": {**AGENT_PARAMS, "mode": mode}},
                           "context_sentences": CONTEXT_SENTENCES, "index": str(indexes[source])})
             _say(f"{tag} {source} {mode}: label_acc {m.get('label_acc')} format {m.get('format_ok_rate')} "
@@ -491,6 +492,8 @@ def main() -> int:
     ap.add_argument("--sources", default="scifact,feverous_s,climate_fever")
     ap.add_argument("--modes", default="offline,online")
     ap.add_argument("--eval-tokens", type=int, default=128)
+    ap.add_argument("--no-repeat-ngram", type=int, default=0,
+                    help="eval: the repetition guard (ban repeating an n-gram of the turn's own output; 0 = off)")
     ap.add_argument("--limit", type=int, default=None, help="eval: N label-interleaved held-out claims of each source")
     args = ap.parse_args()
     from factrl.envs import parse_params
@@ -530,7 +533,7 @@ def main() -> int:
             if not args.model:
                 ap.error("eval needs --model")
             res = evaluate_model(out, args.model, args.tag or Path(args.model).name, args.sources.split(","),
-                                 args.modes.split(","), args.indexes, args.eval_tokens, args.limit)
+                                 args.modes.split(","), args.indexes, args.eval_tokens, args.limit, args.no_repeat_ngram)
             print(json.dumps({k: {m: v.get(m) for m in ("n", "format_ok_rate", "label_acc", "macro_f1")}
                               for k, v in res.items()}, indent=1))
     return 0

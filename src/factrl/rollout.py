@@ -38,6 +38,7 @@ class RolloutConfig:
     max_total_tokens: int = 4096  # model + observation tokens after the prompt, per episode
     batch_size: int = 16  # episodes generated together
     seed: int | None = None
+    no_repeat_ngram: int = 0  # repetition guard per model turn (GenerationConfig); 0 = off, not for training
 
     @property
     def budget(self) -> EpisodeBudget:
@@ -123,7 +124,8 @@ def drive(episodes: Sequence[Episode], lm: LM, config: RolloutConfig, *, lms: Ma
         for rows in by_lm.values():
             backend = lm_of(rows[0][1].role)
             cfgs = [GenerationConfig(max_new_tokens=r.max_new_tokens, temperature=config.temperature,
-                                     top_p=config.top_p, stop=r.stop, seed=r.seed, meta=r.meta) for _, r in rows]
+                                     top_p=config.top_p, stop=r.stop, seed=r.seed, meta=r.meta,
+                                     no_repeat_ngram=config.no_repeat_ngram) for _, r in rows]
             t0 = time.perf_counter()
             gens, errors = _generate(backend, [r.context for _, r in rows], cfgs)
             elapsed = time.perf_counter() - t0

@@ -51,6 +51,25 @@ def test_verify_json(setup):
     assert "(forced: no labelled <answer> in the episode" in r.stdout
 
 
+def test_verify_and_eval_apply_the_repetition_guard(setup, tmp_path):
+    """--no-repeat-ngram reaches the model: no turn repeats a 2-gram of its own, and
+    eval records the setting with the run."""
+    model, index, claims = setup
+    r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
+                            "--json", "--max-new-tokens", "24", "--trajectory", "--no-repeat-ngram", "2"])
+    assert r.exit_code == 0, r.output
+    for turn in json.loads(r.stdout)["trajectory"]["turns"]:
+        if turn["source"] == "model":
+            ids = turn["token_ids"]
+            grams = [tuple(ids[i : i + 2]) for i in range(len(ids) - 1)]
+            assert len(grams) == len(set(grams)) and len(ids) > 4
+    r = runner.invoke(app, ["eval", "--dataset", "jsonl", "--data-dir", str(claims), "--index", str(index),
+                            "--model", str(model), "--out", str(tmp_path / "run"), "--max-new-tokens", "8",
+                            "--limit", "1", "--no-repeat-ngram", "3"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["no_repeat_ngram"] == 3
+
+
 def test_verify_rejects_empty_claim(setup):
     model, index, _ = setup
     r = runner.invoke(app, ["verify", "   ", "--index", str(index), "--model", str(model)])
@@ -168,6 +187,8 @@ def test_verify_with_a_model_behind_an_openai_compatible_api(setup, tmp_path):
     assert bad.exit_code == 2 and "--lm-cache needs --model openai:MODEL" in bad.output
     bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--model", "smollm2", "--lm-timeout", "300"])
     assert bad.exit_code == 2 and "--lm-timeout needs --model openai:MODEL" in bad.output
+    bad = runner.invoke(app, args + ["--no-repeat-ngram", "4"])  # an HTTP model cannot apply the guard
+    assert bad.exit_code == 2 and "openai:m cannot apply it" in bad.output and len(seen) == 1
 
 
 def test_lm_options_pass_the_timeout_to_an_openai_model_only() -> None:

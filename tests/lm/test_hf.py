@@ -242,3 +242,63 @@ def test_buffered_cache_layer_matches_concatenation():
     assert torch.equal(layer.keys, expected) and layer.get_seq_length() == expected.shape[-2]
     keys, _ = layer.update(chunks[1][:3], chunks[1][:3])
     assert torch.equal(keys, torch.cat([expected, chunks[1][:3]], dim=-2))
+
+
+@pytest.fixture
+def loop_bias(lm):
+    """Make one token overwhelmingly likely every step: greedy decoding loops on it."""
+    loop_token = lm.encode(" the")[0]
+
+    def hook(module, inputs, output):
+        output = output.clone()
+        output[..., loop_token] += 50.0
+        return output
+
+    handle = lm.model.lm_head.register_forward_hook(hook)
+    yield loop_token
+    handle.remove()
+
+
+def _ngrams(ids, n):
+    return [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+
+
+def test_banned_next_names_the_tokens_that_would_repeat_an_ngram():
+    from factrl.lm.hf import banned_next
+
+    assert banned_next([1, 2, 3, 1, 2], 3) == {3}
+    assert banned_next([1, 2, 3, 1, 2], 2) == {3}
+    assert banned_next([1, 2, 1, 4, 1], 2) == {2, 4}
+    assert banned_next([5, 5], 1) == {5}
+    assert banned_next([1, 2], 3) == set() and banned_next([], 1) == set() and banned_next([1, 2, 1], 0) == set()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_no_repeat_ngram_breaks_a_loop_and_keeps_unguarded_logprobs(lm, prompts, loop_bias, temperature):
+    loose = lm.generate(prompts[:1], GenerationConfig(max_new_tokens=12, temperature=temperature, seed=1))[0]
+    assert loose.token_ids == [loop_bias] * 12  # the bias alone loops
+    guarded = lm.generate(prompts[:1], GenerationConfig(max_new_tokens=12, temperature=temperature, seed=1,
+                                                        no_repeat_ngram=2))[0]
+    grams = _ngrams(guarded.token_ids, 2)
+    assert len(guarded.token_ids) == 12 and len(set(grams)) == len(grams)
+    assert guarded.token_ids[:2] == [loop_bias, loop_bias]  # the first repeat of a 2-gram is what is banned
+    # The recorded logprobs are the unguarded distribution's, as documented.
+    recomputed = lm.token_logprobs(prompts[0], guarded.token_ids, temperature=temperature)
+    assert recomputed == pytest.approx(guarded.logprobs, abs=1e-4)
+    assert min(guarded.logprobs[2:]) < -10  # banned-then-chosen alternatives were unlikely unguarded
+
+
+def test_no_repeat_ngram_is_per_row(lm, prompts, loop_bias):
+    rows = [GenerationConfig(max_new_tokens=10, temperature=0.0, no_repeat_ngram=n) for n in (0, 3, 0)]
+    a, b, c = lm.generate(prompts, rows)
+    assert a.token_ids == c.token_ids == [loop_bias] * 10
+    grams = _ngrams(b.token_ids, 3)
+    assert len(set(grams)) == len(grams) and b.token_ids[:3] == [loop_bias] * 3
+
+
+@pytest.mark.parametrize("bad", [-1, True, 2.0])
+def test_a_bad_no_repeat_ngram_is_a_clear_error(lm, prompts, bad):
+    with pytest.raises(ValueError, match="no_repeat_ngram must be an integer"):
+        lm.generate(prompts, GenerationConfig(max_new_tokens=2, no_repeat_ngram=bad))
+    with pytest.raises(ValueError, match="no_repeat_ngram must be an integer"):
+        lm.generate(prompts[:1], [GenerationConfig(max_new_tokens=2, no_repeat_ngram=bad)])

@@ -431,3 +431,11 @@ def test_a_fresh_reply_after_an_assistant_message_is_not_a_continuation(serve):
     lm.generate([lm.chat_prompt_ids(history)], GenerationConfig(max_new_tokens=3))
     assert script.bodies[-1]["messages"][-1] == {"role": "assistant", "content": "a"}
     assert "continue_final_message" not in script.bodies[-1]
+
+
+def test_the_repetition_guard_is_refused_not_ignored(client):
+    """An OpenAI-compatible API has no n-gram guard: asking for one is an error before
+    any request, never a silently unguarded answer."""
+    with pytest.raises(ValueError, match="no_repeat_ngram is a local-model option"):
+        client.complete([CONV], GenerationConfig(max_new_tokens=4, no_repeat_ngram=3))
+    assert client.stats.requests == 0

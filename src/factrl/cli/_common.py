@@ -108,6 +108,9 @@ LM_TIMEOUT_HELP = ("For --model openai:MODEL: seconds to wait for one response b
                    "a CPU server's batch of long prompts may need minutes.")
 VERIFIER_HELP = ("Binary RAR (--agent rar): the model that verifies responses, extracts and judges atomic "
                  "claims (default: --model itself); same forms as --model.")
+NO_REPEAT_NGRAM_HELP = ("Repetition guard: never generate a token that repeats an N-token sequence of the same "
+                        "model turn (0 = off); local models only. Stops a small model looping on one evidence id "
+                        "(see docs/benchmarks.md for its measured effect).")
 MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
 
 
@@ -241,3 +244,11 @@ def index_info(index: Any) -> dict[str, Any] | None:
         return None
     m = index.manifest.model_dump(mode="json")
     return {k: m[k] for k in ("retriever", "params", "model", "corpus", "unit_sentences") if k in m}
+
+
+def require_repetition_guard(lm: Any, no_repeat_ngram: int) -> None:
+    """``--no-repeat-ngram`` needs a backend that applies it (a local model): say so
+    before any claim runs, not as one failed episode per claim."""
+    if no_repeat_ngram and not getattr(lm, "repetition_guard", False):
+        raise typer.BadParameter(f"{getattr(lm, 'name', 'this model')} cannot apply it; use a local model",
+                                 param_hint="--no-repeat-ngram")

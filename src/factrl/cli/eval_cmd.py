@@ -10,8 +10,8 @@ from pathlib import Path
 import typer
 
 from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
-                               METRIC_PARAM_HELP, MODE_HELP, MODEL_HELP, PARAM_HELP, ROLE_MODEL_HELP,
-                               VERIFIER_HELP)
+                               METRIC_PARAM_HELP, MODE_HELP, MODEL_HELP, NO_REPEAT_NGRAM_HELP, PARAM_HELP,
+                               ROLE_MODEL_HELP, VERIFIER_HELP)
 from factrl.cli.app import app
 
 
@@ -55,6 +55,7 @@ def eval_(
     max_new_tokens: int = typer.Option(384, help="Tokens per model turn."),
     batch_size: int = typer.Option(16, help="Episodes generated together."),
     seed: int = typer.Option(0),
+    no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", min=0, help=NO_REPEAT_NGRAM_HELP),
     skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows."),
     force: bool = typer.Option(False, help="Reuse a run directory made with other settings."),
     context_sentences: int = typer.Option(None, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
@@ -70,7 +71,8 @@ def eval_(
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from factrl.cli._common import (build_agent, build_scorer, index_info, lm_options, load_role_models,
-                                    require_claims, resolve_context_sentences, select_claims)
+                                    require_claims, require_repetition_guard, resolve_context_sentences,
+                                    select_claims)
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
@@ -93,6 +95,7 @@ def eval_(
     scorer = build_scorer(reward, reward_param, make_env)
     lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
+    require_repetition_guard(lm, no_repeat_ngram)
     # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
     judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout))
     if getattr(scorer, "lm_roles", ()):
@@ -105,6 +108,7 @@ def eval_(
         "index": str(index) if index else None, "index_info": index_info(idx), "model": model,
         **({"base_url": base_url} if base_url else {}),
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
+        **({"no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else {}),
         "limit": limit, "context_sentences": context_sentences if idx is not None else None,
         **({"verifier": verifier} if verifier else {}),
         **({"metric_params": metric_params} if metric_params else {}),
@@ -117,7 +121,8 @@ def eval_(
         lm,
         out,
         rollout=RolloutConfig(
-            temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed
+            temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed,
+            no_repeat_ngram=no_repeat_ngram,
         ),
         run_info=info,
         force=force,

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP, MODE_HELP, MODEL_HELP,
-                                PARAM_HELP, ROLE_MODEL_HELP)
+                                NO_REPEAT_NGRAM_HELP, PARAM_HELP, ROLE_MODEL_HELP)
 from factrl.cli.app import app
 
 
@@ -30,6 +30,7 @@ def verify(
     temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
     max_new_tokens: int = typer.Option(384, help="Tokens per model turn."),
     seed: int = typer.Option(0),
+    no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", min=0, help=NO_REPEAT_NGRAM_HELP),
     force_answer: bool = typer.Option(
         True, "--force-answer/--no-force-answer",
         help="When the model ends without a labelled <answer>, read a verdict from its label probabilities "
@@ -45,7 +46,8 @@ def verify(
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import build_agent, lm_options, load_role_models, resolve_context_sentences
+    from factrl.cli._common import (build_agent, lm_options, load_role_models, require_repetition_guard,
+                                    resolve_context_sentences)
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig, run_episodes
@@ -56,7 +58,9 @@ def verify(
                               context_sentences=resolve_context_sentences(None, model, agent))
     lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
-    cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1)
+    require_repetition_guard(lm, no_repeat_ngram)
+    cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1,
+                        no_repeat_ngram=no_repeat_ngram)
     (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg, lms=roles or None)
     if force_answer:
         from factrl.forced import with_forced

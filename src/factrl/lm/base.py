@@ -58,6 +58,13 @@ class GenerationConfig:
     not depend on the other rows of its batch), while ``temperature`` and ``top_p`` must
     agree across the rows. ``meta`` is per-row information a backend may use (e.g. the
     claim a scripted teacher answers, or a request id for a server's prefix cache).
+
+    ``no_repeat_ngram`` (0 = off) is a repetition guard: a token that would make an
+    n-gram of that many tokens appear twice in this call's output is never chosen (the
+    prompt does not count). It is for evaluation and inference — a small model that
+    loops on one evidence id until its token limit. Logprobs stay those of the unguarded
+    distribution, so, as with ``top_p < 1``, a GRPO trainer's recomputation no longer
+    matches what was sampled: leave it off in training rollouts.
     """
 
     max_new_tokens: int = 512
@@ -66,19 +73,29 @@ class GenerationConfig:
     stop: Sequence[str] = field(default_factory=tuple)
     seed: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    no_repeat_ngram: int = 0
 
 
 def row_configs(n: int, config: GenerationConfig | Sequence[GenerationConfig]) -> list[GenerationConfig]:
     """One config per row: ``config`` repeated, or the given list checked for length and
     for one shared temperature/top_p (backends sample a batch with one distribution)."""
     if isinstance(config, GenerationConfig):
+        _check_guard(config)
         return [config] * n
     rows = list(config)
     if len(rows) != n:
         raise ValueError(f"{n} prompts but {len(rows)} generation configs")
     if rows and any((c.temperature, c.top_p) != (rows[0].temperature, rows[0].top_p) for c in rows):
         raise ValueError("rows of one generate call must share temperature and top_p")
+    for c in rows:
+        _check_guard(c)
     return rows
+
+
+def _check_guard(config: GenerationConfig) -> None:
+    n = config.no_repeat_ngram
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"no_repeat_ngram must be an integer >= 0 (0 = off), got {n!r}")
 
 
 @runtime_checkable

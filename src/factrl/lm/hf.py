@@ -15,7 +15,8 @@ so a row's sample does not depend on which other rows share its batch, on
 ``max_batch_size`` or on when other rows finish. Each row stops at its own
 ``max_new_tokens`` and stop strings. ``temperature ==
 0`` is greedy decoding; its logprobs are recorded at temperature 1 (and
-:meth:`HFLM.token_logprobs` treats temperature 0 as 1 likewise).
+:meth:`HFLM.token_logprobs` treats temperature 0 as 1 likewise). A row's
+``no_repeat_ngram`` guard bans the tokens that would repeat one of its own n-grams.
 
 Speed (CPU-minded): prompts are left-padded and batched (``max_batch_size`` rows at a
 time, sorted by length); identical prompts are prefilled once; the KV cache is written
@@ -95,6 +96,8 @@ class StopChecker:
 @LM_BACKENDS.register("hf")
 class HFLM(TokenTextMixin):
     """A transformers causal LM behind the :class:`~factrl.lm.base.LM` protocol."""
+
+    repetition_guard = True  # honours GenerationConfig.no_repeat_ngram
 
     def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32) -> None:
         if max_batch_size < 1:
@@ -245,8 +248,10 @@ class HFLM(TokenTextMixin):
         out_ids: list[list[int]] = [[] for _ in prompts]
         out_lp: list[list[float]] = [[] for _ in prompts]
         finish: list[Any] = [("length", None)] * len(prompts)
+        guards = [c.no_repeat_ngram for c in cfgs]
         for step in range(max(caps)):
-            tok, lp = _sample(logits, sampling, [gens[r] for r in live])
+            choose = _ban_repeats(logits, [out_ids[r] for r in live], [guards[r] for r in live]) if any(guards) else None
+            tok, lp = _sample(logits, sampling, [gens[r] for r in live], choose)
             keep = []
             for b, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
                 r = live[b]
@@ -457,14 +462,41 @@ def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
         yield items[start : start + size]
 
 
-def _sample(logits: torch.Tensor, config: GenerationConfig, gens: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one id per row; return ids and their logprobs under ``logits / temperature``."""
+def banned_next(out: Sequence[int], n: int) -> set[int]:
+    """The tokens that would complete an ``n``-gram already in ``out`` (a repeat)."""
+    if n <= 0 or len(out) < n - 1:
+        return set()
+    if n == 1:
+        return set(out)
+    tail = list(out[len(out) - n + 1 :])
+    first = tail[0]
+    return {out[i + n - 1] for i in range(len(out) - n + 1) if out[i] == first and list(out[i : i + n - 1]) == tail}
+
+
+def _ban_repeats(logits: torch.Tensor, outs: list[list[int]], sizes: list[int]) -> torch.Tensor:
+    """A copy of ``logits`` with each row's repeat-making tokens at -inf, to choose
+    from; the recorded logprobs stay those of ``logits`` (see GenerationConfig)."""
+    bans = [banned_next(out, n) for out, n in zip(outs, sizes)]
+    if not any(bans):
+        return logits
+    guarded = logits.clone()
+    for b, ban in enumerate(bans):
+        if ban and len(ban) < guarded.shape[-1]:  # never ban the whole vocabulary
+            guarded[b, list(ban)] = float("-inf")
+    return guarded
+
+
+def _sample(logits: torch.Tensor, config: GenerationConfig, gens: list[torch.Generator],
+            choose: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one id per row from ``choose`` (default ``logits``: a guard's copy with
+    banned tokens at -inf); return ids and their logprobs under ``logits / temperature``."""
+    choose = logits if choose is None else choose
     if config.temperature == 0:
         logp = torch.log_softmax(logits, dim=-1)
-        tok = logits.argmax(dim=-1)
+        tok = choose.argmax(dim=-1)
     else:
         logp = torch.log_softmax(logits / config.temperature, dim=-1)
-        probs = logp.exp()
+        probs = logp.exp() if choose is logits else torch.softmax(choose / config.temperature, dim=-1)
         if config.top_p < 1:
             probs = _top_p(probs, config.top_p)
         # Inverse-CDF sampling with one uniform per row from that row's own generator.

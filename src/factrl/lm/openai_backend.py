@@ -306,6 +306,8 @@ class OpenAILM:
         for messages, cfg, cont in zip(rows, cfgs, continuing):
             if cfg.max_new_tokens < 0:
                 raise ValueError(f"max_new_tokens must be >= 0, got {cfg.max_new_tokens}")
+            if cfg.no_repeat_ngram:
+                raise ValueError("no_repeat_ngram is a local-model option: an OpenAI-compatible API has no n-gram guard")
             if cfg.max_new_tokens == 0:
                 bodies.append(None)
                 continue
