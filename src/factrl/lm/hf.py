@@ -250,7 +250,9 @@ class HFLM(TokenTextMixin):
         finish: list[Any] = [("length", None)] * len(prompts)
         guards = [c.no_repeat_ngram for c in cfgs]
         for step in range(max(caps)):
-            choose = _ban_repeats(logits, [out_ids[r] for r in live], [guards[r] for r in live]) if any(guards) else None
+            choose = None
+            if any(guards):
+                choose = _ban_repeats(logits, [out_ids[r] for r in live], [guards[r] for r in live])
             tok, lp = _sample(logits, sampling, [gens[r] for r in live], choose)
             keep = []
             for b, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
