@@ -240,7 +240,8 @@ def evaluate_model(out: Path, model: str, tag: str, sources: list[str], modes: l
                 held, _make_env(mode, index), lm, run,
                 rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens, batch_size=32,
                                       no_repeat_ngram=no_repeat_ngram),
-                run_info={"model": model, "dataset": source, "no_repeat_ngram": no_repeat_ngram,
+                run_info={"model": model, "dataset": source,
+                          **({"no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else {}),
                           "agent": {"name": "veri_r1", "params": {**AGENT_PARAMS, "mode": mode}},
                           "context_sentences": CONTEXT_SENTENCES, "index": str(indexes[source])})
             _say(f"{tag} {source} {mode}: label_acc {m.get('label_acc')} format {m.get('format_ok_rate')} "
