@@ -29,6 +29,7 @@ scoring run in eval mode under ``torch.inference_mode()``; thread count is the c
 from __future__ import annotations
 
 import copy
+import weakref
 
 import hashlib
 from collections.abc import Iterator, Sequence
@@ -38,14 +39,19 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from factrl.lm.engine.rng import uniform
+from factrl.lm.engine.sampling import choose_tokens
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
 from factrl.lm.kv_cache import drop_shared_padding, new_cache
 from factrl.lm.loader import LMLoadError
 from factrl.lm.text import TokenTextMixin
 from factrl.types import Message
 
-__all__ = ["HFLM", "StopChecker"]
+__all__ = ["HFLM", "StopChecker", "ENGINE_MODES"]
 
+# "auto": the decode engine on CUDA when the model and tokenizer allow it, else eager;
+# "on": the engine wherever it can run (CPU too; an unsupported model is an error); "off": eager.
+ENGINE_MODES = ("auto", "on", "off")
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "fp16": torch.float16}
 # Upper bound on the logits tensor materialised at once by score/token_logprobs (floats).
@@ -99,9 +105,13 @@ class HFLM(TokenTextMixin):
 
     repetition_guard = True  # honours GenerationConfig.no_repeat_ngram
 
-    def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32,
+                 engine: str = "auto") -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if engine not in ENGINE_MODES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINE_MODES)}, got {engine!r}")
+        self.engine = engine
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
@@ -201,12 +211,23 @@ class HFLM(TokenTextMixin):
         for i in range(len(rows)):
             if cfgs[i].max_new_tokens == 0:
                 results[i] = Generation([], [], "", "length")
+        engine = self._decode_engine(cfgs) if order else None
+        if engine is not None:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                outs = engine.generate([rows[i] for i in order], [cfgs[i] for i in order], [seeds[i] for i in order])
+            finally:
+                self.model.train(was_training)
+            for i, g in zip(order, outs):
+                results[i] = g
+            return [r for r in results if r is not None]
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode():
                 for chunk in _chunks(order, self.max_batch_size):
-                    gens = [torch.Generator().manual_seed(seeds[i]) for i in chunk]
+                    gens = [seeds[i] for i in chunk]
                     checkers = [stops.setdefault(tuple(cfgs[i].stop), StopChecker(self.tokenizer, cfgs[i].stop))
                                 for i in chunk]
                     outs = self._generate_chunk([rows[i] for i in chunk], gens, [cfgs[i] for i in chunk], checkers)
@@ -227,8 +248,31 @@ class HFLM(TokenTextMixin):
         return [_row_seed(base, i) if c.seed is None or isinstance(config, GenerationConfig) else _row_seed(int(c.seed), 0)
                 for i, c in enumerate(cfgs)]
 
+    def _decode_engine(self, cfgs: list[GenerationConfig]) -> Any:
+        """The decode engine for this call, or None for the eager loop (see ENGINE_MODES)."""
+        if self.engine == "off" or any(c.no_repeat_ngram for c in cfgs):
+            return None
+        if self.engine == "auto" and self.device.type != "cuda":
+            return None
+        from factrl.lm.engine import engine_unsupported
+        from factrl.lm.engine.engine import DecodeEngine
+
+        cached = _ENGINES.get(self.model)
+        dtype = _active_dtype(self.model, self.device)
+        if cached is not None and cached.dtype == dtype and cached.max_slots == self.max_batch_size:
+            return cached
+        reason = engine_unsupported(self.model, self.tokenizer)
+        if reason is not None:
+            if self.engine == "on":
+                raise ValueError(f"engine='on' but the decode engine cannot run {self.name}: {reason}")
+            return None
+        engine = DecodeEngine(self.model, self.tokenizer, sorted(self.eos_token_ids),
+                              max_slots=self.max_batch_size, dtype=dtype)
+        _ENGINES[self.model] = engine
+        return engine
+
     def _generate_chunk(
-        self, prompts: list[list[int]], gens: list[torch.Generator], cfgs: list[GenerationConfig],
+        self, prompts: list[list[int]], gens: list[int], cfgs: list[GenerationConfig],
         stops: list[StopChecker],
     ) -> list[Generation]:
         caps = [c.max_new_tokens for c in cfgs]
@@ -253,7 +297,8 @@ class HFLM(TokenTextMixin):
             choose = None
             if any(guards):
                 choose = _ban_repeats(logits, [out_ids[r] for r in live], [guards[r] for r in live])
-            tok, lp = _sample(logits, sampling, [gens[r] for r in live], choose)
+            u = torch.tensor([uniform(gens[r], len(out_ids[r])) for r in live], dtype=torch.float64)
+            tok, lp = choose_tokens(logits, sampling.temperature, sampling.top_p, u, choose)
             keep = []
             for b, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
                 r = live[b]
@@ -488,32 +533,13 @@ def _ban_repeats(logits: torch.Tensor, outs: list[list[int]], sizes: list[int]) 
     return guarded
 
 
-def _sample(logits: torch.Tensor, config: GenerationConfig, gens: list[torch.Generator],
-            choose: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one id per row from ``choose`` (default ``logits``: a guard's copy with
-    banned tokens at -inf); return ids and their logprobs under ``logits / temperature``."""
-    choose = logits if choose is None else choose
-    if config.temperature == 0:
-        logp = torch.log_softmax(logits, dim=-1)
-        tok = choose.argmax(dim=-1)
-    else:
-        logp = torch.log_softmax(logits / config.temperature, dim=-1)
-        probs = logp.exp() if choose is logits else torch.softmax(choose / config.temperature, dim=-1)
-        if config.top_p < 1:
-            probs = _top_p(probs, config.top_p)
-        # Inverse-CDF sampling with one uniform per row from that row's own generator.
-        u = torch.tensor([torch.rand((), generator=g, dtype=torch.float64).item() for g in gens],
-                         dtype=torch.float64, device=probs.device)
-        cdf = probs.double().cumsum(dim=-1)
-        tok = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1)
-        # Rounding can land past the last token with non-zero probability; pull it back.
-        last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).int().argmax(dim=-1)
-        tok = torch.minimum(tok, last)
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+def _active_dtype(model: Any, device: torch.device) -> torch.dtype:
+    """The dtype generation computes in: autocast's when it is on (a trainer's mixed
+    precision), else the parameters'."""
+    if device.type in ("cuda", "cpu") and torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return next(model.parameters()).dtype
 
 
-def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    sorted_p, index = probs.sort(dim=-1, descending=True)
-    drop = sorted_p.cumsum(dim=-1) - sorted_p > top_p  # keeps at least the most likely token
-    sorted_p = sorted_p.masked_fill(drop, 0.0)
-    return torch.zeros_like(probs).scatter(-1, index, sorted_p)
+# One engine per live model (the TRL rollout hook builds a new HFLM each update).
+_ENGINES: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()

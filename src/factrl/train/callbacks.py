@@ -31,7 +31,11 @@ class JsonlMetricsCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if not logs:
             return
-        row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
+        import time
+
+        # wall-clock time of the log, so update times can be read off consecutive steps
+        row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)},
+               "wall_time": round(time.time(), 3)}
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
 

@@ -141,7 +141,9 @@ class EnvRollout:
             was_training = model.training
             model.eval()
             try:
-                lm = HFLM(model, trainer.processing_class)
+                # On a GPU the whole rollout batch decodes together (the decode engine's slots).
+                on_gpu = next(model.parameters()).device.type == "cuda"
+                lm = HFLM(model, trainer.processing_class, max_batch_size=max(32, cfg.batch_size) if on_gpu else 32)
                 # TRL repeats each prompt num_generations times: number the repeats, so
                 # each group member samples with its own seed.
                 seen: dict[str, int] = {}
