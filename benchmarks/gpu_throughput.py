@@ -166,6 +166,14 @@ def decode_figures(name: str, path: Path, args: argparse.Namespace, results: lis
     diff = max(abs(p - q) for x, y in zip(a, b) if x.token_ids == y.token_ids for p, q in zip(x.logprobs, y.logprobs)) if same else None
     emit(results, {**base, "path": "engine_vs_eager_greedy", "rows": len(rows), "identical_rows": same,
                    "max_logprob_diff_on_identical": diff})
+    cfg = GenerationConfig(max_new_tokens=64, temperature=1.0, seed=5)
+    a = HFLM(model, tok, max_batch_size=32, engine="off").generate(rows, cfg)
+    b = HFLM(model, tok, max_batch_size=32, engine="on").generate(rows, cfg)
+    prefix = [next((k for k, (p, q) in enumerate(zip(x.token_ids, y.token_ids)) if p != q), len(x.token_ids))
+              for x, y in zip(a, b)]
+    emit(results, {**base, "path": "engine_vs_eager_sampled", "rows": len(rows),
+                   "identical_rows": sum(x.token_ids == y.token_ids for x, y in zip(a, b)),
+                   "mean_identical_prefix": round(sum(prefix) / len(prefix), 1)})
     del model
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
