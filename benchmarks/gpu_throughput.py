@@ -251,6 +251,7 @@ def main() -> None:
     ap.add_argument("--grpo-timeout", type=int, default=240)
     ap.add_argument("--work", default="/tmp/factrl-gpu-bench")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: one model's decode figures, in this process
     args = ap.parse_args()
     import torch
 
@@ -265,15 +266,28 @@ def main() -> None:
     import transformers
 
     info["transformers"] = transformers.__version__
-    emit(results, info)
+    if not args.one:
+        emit(results, info)
     tok_dir = find_tokenizer(args.tokenizer)
     root = Path(args.work)
     root.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        decode_figures(args.one, build_model(args.one, tok_dir, root, args.device, args.torch_dtype), args, [])
+        return
     t0 = time.perf_counter()
     paths = {}
     for name in [m for m in args.models.split(",") if m]:
+        # one process per model: a failure (or a device fault) loses that model's figures only
         paths[name] = build_model(name, tok_dir, root, args.device, args.torch_dtype)
-        decode_figures(name, paths[name], args, results)
+        cmd = [sys.executable, __file__, "--one", name, "--tokenizer", str(tok_dir), "--batches",
+               ",".join(map(str, args.batches)), "--new", str(args.new), "--dtype", args.dtype, "--work", str(root)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                emit(results, json.loads(line))
+        if proc.returncode:
+            emit(results, {"model": name, "path": "decode", "rc": proc.returncode,
+                           "stderr_tail": "\n".join(l for l in proc.stderr.splitlines() if "Warn" not in l)[-1500:]})
         print(f"# {name} done at {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1))

@@ -29,6 +29,7 @@ scoring run in eval mode under ``torch.inference_mode()``; thread count is the c
 from __future__ import annotations
 
 import copy
+import os
 import weakref
 
 import hashlib
@@ -51,6 +52,7 @@ __all__ = ["HFLM", "StopChecker", "ENGINE_MODES"]
 
 # "auto": the decode engine on CUDA when the model and tokenizer allow it, else eager;
 # "on": the engine wherever it can run (CPU too; an unsupported model is an error); "off": eager.
+# Default: $FACTRL_DECODE_ENGINE, else "auto".
 ENGINE_MODES = ("auto", "on", "off")
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "fp16": torch.float16}
@@ -106,9 +108,10 @@ class HFLM(TokenTextMixin):
     repetition_guard = True  # honours GenerationConfig.no_repeat_ngram
 
     def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32,
-                 engine: str = "auto") -> None:
+                 engine: str | None = None) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        engine = engine or os.environ.get("FACTRL_DECODE_ENGINE", "auto")
         if engine not in ENGINE_MODES:
             raise ValueError(f"engine must be one of {', '.join(ENGINE_MODES)}, got {engine!r}")
         self.engine = engine

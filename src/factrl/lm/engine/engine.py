@@ -121,6 +121,7 @@ class DecodeEngine:
         self.max_pools = max_pools
         self._pools: dict[tuple[int, int], _Pool] = {}
         self._tables: dict[tuple[tuple[str, ...], ...], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._single_tables: dict[tuple[str, ...], Any] = {}
         self._mempool = torch.cuda.graph_pool_handle() if self.graphs else None
         self.stats = EngineStats()
 
@@ -367,13 +368,15 @@ class DecodeEngine:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._mempool):
             body()
-        pool.graphs[gkey] = graph
+        # The body's closure holds tensors made outside the capture (row indices): they must
+        # live as long as the graph, or their memory is reused and the replay reads garbage.
+        pool.graphs[gkey] = (graph, body)
         self.stats.graphs_captured += 1
 
     def _replay(self, pool: _Pool, bucket: int, key: tuple, tables: tuple[torch.Tensor, torch.Tensor]) -> None:
         g = pool.graphs[(bucket, key)]
         if self.graphs:
-            g.replay()
+            g[0].replay()
         else:
             g()
 
@@ -394,7 +397,8 @@ class DecodeEngine:
     def _stop_tables(self, stop_sets: tuple[tuple[str, ...], ...]) -> tuple[torch.Tensor, torch.Tensor]:
         got = self._tables.get(stop_sets)
         if got is None:
-            built = [_cached_tables(s, self._pieces) for s in stop_sets]
+            built = [self._single_tables.get(s) or self._single_tables.setdefault(s, build_stop_tables(s, self._pieces))
+                     for s in stop_sets]
             states = max(t.states for t in built)
             vocab = len(self._pieces)
             nxt = torch.zeros((len(built), states, vocab), dtype=torch.long)
@@ -405,13 +409,3 @@ class DecodeEngine:
             got = (nxt.to(self.device), hit.to(self.device))
             self._tables[stop_sets] = got
         return got
-
-
-_TABLE_CACHE: dict[tuple[tuple[str, ...], int], Any] = {}
-
-
-def _cached_tables(stops: tuple[str, ...], pieces: list[bytes]) -> Any:
-    key = (stops, id(pieces))
-    if key not in _TABLE_CACHE:
-        _TABLE_CACHE[key] = build_stop_tables(stops, pieces)
-    return _TABLE_CACHE[key]
