@@ -201,6 +201,12 @@ def test_documents_one_per_entity_with_stable_sentences(gen, table: Table) -> No
         assert split_sentences(doc["text"]) == doc["sentences"]  # the text splits back into the same ids
         assert doc["sentences"][0] == f"{ent['name']} is a {ent['type']}."
         assert ent["sentences"]["type"] == f"{doc['id']}_sentence_0"
+    # world.json alone rebuilds the corpus
+    from factrl.datasets.factworld import World
+    from factrl.datasets.factworld.world import document_sentences
+
+    world = World.from_json(json.loads(gen.files["world.json"]))
+    assert [document_sentences(world, e) for e in world.entities] == [d["sentences"] for d in table.docs]
 
 
 def test_names_are_single_stems_and_unique(table: Table) -> None:
