@@ -157,6 +157,9 @@ def test_knobs_change_what_they_say() -> None:
     assert all(r["claim"] != Table(full.files).sentences[r["evidence"][0]]
                for r in all_rows(full) if r["label"] == "SUPPORT" and r["meta"]["num_hops"] == 1)
     assert sum(e.twin_of is not None for e in full.world.entities) == 40  # distractors 0.2 of 200
+    for n, d in ((20, 0.5), (21, 0.2), (37, 0.0)):  # exactly the entities asked for, every type present
+        world = generate(WorldConfig(seed=1, entities=n, claims=10, distractors=d)).world
+        assert len(world.entities) == n and all(world.of_type(t) for t in ("person", "city", "company", "river", "country"))
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -114,6 +114,9 @@ def _counts(n: int, twins: int) -> dict[str, int]:
         counts[t] = max(counts[t], 1)
     # twins included, every country needs a city of its own to be its capital
     counts["city"] = max(counts["city"], 2 * counts["country"])
+    counts["person"] -= sum(counts.values()) - (n - twins)  # the total stays n (people give way)
+    if counts["person"] < 1:
+        raise ValueError(f"{n} entities are too few for every type; use more")
     return counts
 
 
