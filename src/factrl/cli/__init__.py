@@ -1,4 +1,4 @@
-"""Command-line interface: ``factrl corpus|index|search|verify|eval|report|export|serve|train``.
+"""Command-line interface: ``factrl corpus|data|index|search|verify|eval|report|export|serve|train``.
 
 Each command group lives in its own module and registers on the shared typer app;
 heavy libraries are imported inside the command bodies, so ``factrl --help`` is fast.

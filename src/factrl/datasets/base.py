@@ -52,7 +52,7 @@ DATASETS.register_lazy("scifact", "factrl.datasets.scifact")
 DATASETS.register_lazy("jsonl", "factrl.datasets.jsonl")
 DATASETS.register_lazy("veri_r1_parquet", "factrl.datasets.veri_r1_parquet")
 for _name in ("fever", "feverous", "feverous_s", "hover", "exfever", "averitec", "climate_fever", "checkwhy", "haris", "news_graded",
-              "rar_prompts"):
+              "rar_prompts", "factworld"):
     DATASETS.register_lazy(_name, f"factrl.datasets.{_name}")
 
 

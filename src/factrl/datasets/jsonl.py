@@ -19,7 +19,7 @@ from factrl.datasets.base import DATASETS, LoadResult, collect_claims
 from factrl.labels import Label
 from factrl.types import Claim, EvidenceRef
 
-__all__ = ["JsonlLoader"]
+__all__ = ["JsonlLoader", "parse_row"]
 
 _KNOWN = {"id", "claim", "label", "evidence", "evidence_text", "dataset", "meta"}
 
@@ -42,7 +42,8 @@ def _evidence(row: dict[str, Any]) -> list[EvidenceRef]:
     return list(refs.values())
 
 
-def _parse(row: dict[str, Any]) -> Claim:
+def parse_row(row: dict[str, Any]) -> Claim:
+    """One row of the format as a Claim; raises ``BadRow`` naming the bad field."""
     claim_id = id_field(row, "id")
     text = text_field(row, "claim")
     label = None if row.get("label") is None else label_value(row["label"])
@@ -68,4 +69,4 @@ class JsonlLoader:
         path = source / f"{split}.jsonl" if source.is_dir() else source
         if not path.is_file():
             raise FileNotFoundError(f"claims file not found: {path}")
-        return collect_claims(path, _parse, on_error, limit)
+        return collect_claims(path, parse_row, on_error, limit)

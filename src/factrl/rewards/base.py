@@ -87,6 +87,8 @@ REWARDS.register_lazy("profact", "factrl.rewards.profact")
 # Binary RAR (001): a contradiction verifier's 0/1, and the 0-10 rating variant.
 REWARDS.register_lazy("rar", "factrl.rewards.rar")
 REWARDS.register_lazy("rar_rating", "factrl.rewards.rar")
+# Binary RAR on a generated world: the exact factworld verifier instead of an LM.
+REWARDS.register_lazy("rar_factworld", "factrl.rewards.rar_factworld")
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:
