@@ -86,6 +86,7 @@ CURVE_PANELS: list[tuple[str, str, tuple[float, float] | None, list[tuple[str, s
         ("rewards/reward_label/mean", "label (2 if correct)"),
         ("rewards/reward_evidence/mean", "evidence IoU"),
         ("rewards/reward_format/mean", "format"),
+        ("rewards/reward_unaltered/mean", "total before a control (factrl.train.controls)"),
     ]),
     ("Rollout label accuracy", "label accuracy (rollouts)", (0.0, 1.0), [
         ("rewards/label_correct/mean", "label accuracy"),

@@ -122,6 +122,9 @@ class GRPOSettings:
     # update's prompts cover the labels as evenly as the data allows (a warm-up biased
     # towards one label otherwise sees mostly that label's claims rewarded).
     label_balanced: bool = False
+    # A deliberately broken trainer, for learning benchmarks and tests only
+    # (factrl.train.controls): "none", "flip_advantage", "invert_mask", "shuffle_rewards".
+    control: str = "none"
 
 
 @dataclass
@@ -223,6 +226,12 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
     data, where = read_config_toml(source, overrides)
     cfg = _build(GRPORunConfig, data, where)
     _check_metric_params(cfg.env, where)
+    from factrl.train.controls import check_control
+
+    try:
+        check_control(cfg.grpo.control)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     return cfg
 
 

@@ -93,8 +93,9 @@ def train_grpo(
         ),
         reward,
         lms=lms,
+        control=g.control,
     )
-    funcs, weights = reward_functions(reward)
+    funcs, weights = reward_functions(reward, control=g.control)
     args = GRPOConfig(
         **grpo_args(cfg),
         reward_weights=weights,

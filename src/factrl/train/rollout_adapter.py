@@ -44,7 +44,8 @@ def _columns(traj: Trajectory, reward: Reward) -> dict[str, float]:
     return out
 
 
-def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int, reward: Reward) -> dict[str, Any]:
+def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int, reward: Reward, *,
+                        keep_inserted: bool = False) -> dict[str, Any]:
     """TRL's rollout dict from finished trajectories.
 
     An episode that ended properly (an answer was given) gets an EOS appended with
@@ -52,26 +53,30 @@ def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int, reward: 
     model did not sample. A failed reset yields a one-token dummy with mask 0 and reward 0.
     """
     columns = reward_columns(reward)
-    out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
+    out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "_inserted": []}
     for col in columns:
         out[col] = []
     for t in trajs:
         prompt = list(t.prompt_ids) or [eos_token_id]
-        ids, mask, lps = [], [], []
+        ids, mask, lps, inserted = [], [], [], []
         for turn in t.turns:
             ids += turn.token_ids
             mask += turn.mask
             lps += turn.logprobs if turn.logprobs is not None else [0.0] * len(turn.token_ids)
+            inserted += [int(not m) for m in turn.mask]
         last_finish = next((x.finish_reason for x in reversed(t.turns) if x.source == "model"), None)
         if not ids or (last_finish != "length" and ids[-1] != eos_token_id):
-            ids, mask, lps = ids + [eos_token_id], mask + [0], lps + [0.0]
+            ids, mask, lps, inserted = ids + [eos_token_id], mask + [0], lps + [0.0], inserted + [0]
         out["prompt_ids"].append(prompt)
         out["completion_ids"].append(ids)
         out["logprobs"].append(lps)
         out["env_mask"].append(mask)
+        out["_inserted"].append(inserted)
         cols = _columns(t, reward) if t.prompt_ids else dict.fromkeys(columns, 0.0)
         for col in columns:
             out[col].append(cols[col])
+    if not keep_inserted:
+        del out["_inserted"]
     return out
 
 
@@ -83,10 +88,14 @@ def _column_reward(column: str) -> Callable[..., list[float]]:
     return reward
 
 
-def reward_functions(reward: Reward) -> tuple[list[Callable[..., list[float]]], list[float]]:
+def reward_functions(reward: Reward, *, control: str = "none") -> tuple[list[Callable[..., list[float]]], list[float]]:
     """Reward functions and weights for TRL: the total is optimised (weight 1); the
-    components are logged beside it (weight 0)."""
+    components are logged beside it (weight 0); under a control, the unaltered total too."""
     columns = reward_columns(reward)
+    if control != "none":
+        from factrl.train.controls import UNALTERED
+
+        columns = (*columns, UNALTERED)
     funcs = [_column_reward(c) for c in columns]
     weights = [1.0] + [0.0] * (len(columns) - 1)
     return funcs, weights
@@ -114,7 +123,11 @@ class EnvRollout:
         *,
         on_trajectories: Callable[[list[Trajectory]], None] | None = None,
         lms: dict[str, Any] | None = None,
+        control: str = "none",
     ) -> None:
+        from factrl.train.controls import check_control
+
+        self.control = check_control(control)
         self.lms = dict(lms or {})  # other roles' LMs (e.g. a frozen search agent); never trained
         self.claims = claims
         self.make_env = make_env
@@ -154,4 +167,11 @@ class EnvRollout:
         self.calls += 1
         if self.on_trajectories is not None:
             self.on_trajectories(trajs)
-        return trajectories_to_trl(trajs, trainer.processing_class.eos_token_id, self.reward)
+        out = trajectories_to_trl(trajs, trainer.processing_class.eos_token_id, self.reward,
+                                  keep_inserted=self.control == "invert_mask")
+        if self.control != "none":  # a broken-trainer control (tests and benchmarks only)
+            from factrl.train.controls import apply_control
+
+            apply_control(out, list(prompts), self.control, total=TOTAL, seed=(self.rollout.seed or 0) + self.calls)
+            out.pop("_inserted", None)
+        return out

@@ -1,0 +1,351 @@
+"""Does the RL teach? A learning recipe on a generated world (``factrl train factworld``).
+
+Stages, each written under ``out/`` and skipped when already done (so a crashed run
+resumes where it stopped):
+
+1. ``worlds``: a training world (seed ``train_seed``) and a held-out world of another seed
+   (new names, new facts: nothing memorised carries over), each with a BM25 index.
+2. ``teach``: a :class:`~factrl.recipes.noisy_teacher.NoisyTeacher` runs the agent's
+   environment on training claims; a share ``teacher_noise`` of its verdicts is a random
+   label, so the warm-up it teaches is deliberately far from perfect.
+3. ``warmup``: LoRA SFT of the embedded model on the teacher's trajectories (merged).
+4. ``grpo``: the preset's GRPO from the warm-up, with checkpoints at 25/50/100 % of the
+   updates; ``controls`` repeat it with a broken trainer (:mod:`factrl.train.controls`).
+5. ``eval``: greedy evaluation of every stage on the held-out world's claims.
+6. ``report``: accuracy with 95 % Wilson intervals, exact McNemar tests paired by claim
+   against the warm-up, and the reward curves (``report.md``, ``results.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factrl.types import Claim
+
+__all__ = ["FactworldRecipe", "run_recipe", "STAGES"]
+
+STAGES = ("worlds", "teach", "warmup", "grpo", "eval", "report")
+
+
+@dataclass
+class FactworldRecipe:
+    """Every setting of one recipe run (recorded in ``out/recipe.json``)."""
+
+    preset: str = "veri_r1_factworld_cpu"  # the GRPO run config (env, reward, rollout, grpo)
+    model: str = "smollm2"  # the student's starting model
+    train_seed: int = 101
+    heldout_seed: int = 202
+    entities: int = 300
+    claims: int = 1500  # training-world claims (all splits)
+    heldout_claims: int = 300  # evaluated, label-balanced, from the held-out world
+    hops: str = "1"
+    paraphrase_rate: float = 0.5
+    distractors: float = 0.2
+    teacher_claims: int = 300
+    teacher_noise: float = 0.5
+    teacher_seed: int = 0
+    sft_learning_rate: float = 2e-4
+    sft_epochs: float = 1.0
+    sft_max_minutes: float | None = 12.0
+    sft_decision_weight: float = 1.0
+    checkpoints: tuple[float, ...] = (0.25, 0.5, 1.0)
+    controls: tuple[str, ...] = ()  # e.g. ("flip_advantage", "invert_mask", "shuffle_rewards")
+    grpo_overrides: dict[str, Any] = field(default_factory=dict)  # --set keys of the preset
+    eval_batch: int = 32
+    eval_base: bool = False  # also evaluate the untrained model
+
+
+def _say(msg: str) -> None:
+    print(f"[factworld {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- stages -----------------------------------------------------------------------------
+
+def _worlds(r: FactworldRecipe, out: Path) -> None:
+    from factrl.datasets.factworld import WorldConfig, parse_hops, write_world
+    from factrl.retrieval.index import build_index
+
+    for name, seed, claims in (("world", r.train_seed, r.claims), ("heldout", r.heldout_seed, max(r.heldout_claims * 2, 60))):
+        d = out / name
+        if not (d / "manifest.json").is_file():
+            write_world(WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
+                                    paraphrase_rate=r.paraphrase_rate, distractors=r.distractors), d, overwrite=True)
+        if not (d / "index" / "manifest.json").is_file():
+            build_index(d / "corpus.jsonl", d / "index", overwrite=True, progress=False)
+    _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}")
+
+
+def _grpo_config(r: FactworldRecipe, out: Path, control: str) -> Any:
+    from factrl.train.config import load_run_config
+
+    sets: dict[str, Any] = {
+        "data.dataset": "factworld", "data.data_dir": str(out / "world"), "env.index": str(out / "world" / "index"),
+        **r.grpo_overrides,
+        "model.id": str(out / "warmup" / "final"), "grpo.control": control,
+    }
+    cfg = load_run_config(r.preset, sets)
+    cfg.output_dir = str(out / f"grpo-{control}")
+    steps = cfg.grpo.max_steps
+    marks = sorted({max(1, round(steps * f)) for f in r.checkpoints})
+    cfg.grpo.save_steps = marks[0] if len(marks) == 1 else _gcd(marks)
+    cfg.grpo.save_total_limit = None
+    return cfg
+
+
+def _gcd(xs: list[int]) -> int:
+    from math import gcd
+
+    g = 0
+    for x in xs:
+        g = gcd(g, x)
+    return max(1, g)
+
+
+def _env_factory(cfg: Any, index_dir: Path) -> Any:
+    from factrl.train.setup import run_env_factory
+
+    cfg = _replace_index(cfg, index_dir)
+    return run_env_factory(cfg)
+
+
+def _replace_index(cfg: Any, index_dir: Path) -> Any:
+    import copy
+
+    cfg = copy.deepcopy(cfg)
+    cfg.env.index = str(index_dir)
+    return cfg
+
+
+def _teach(r: FactworldRecipe, out: Path) -> Path:
+    from factrl.datasets.prepare import prepare_splits
+    from factrl.datasets.sampling import interleave_labels
+    from factrl.evaluate import evaluate
+    from factrl.recipes.noisy_teacher import NoisyTeacher
+    from factrl.rollout import RolloutConfig
+
+    d = out / "teach"
+    cfg = _grpo_config(r, out, "none")
+    train, _ = prepare_splits(cfg.data, Path(cfg.output_dir))
+    claims = interleave_labels(train, seed=r.teacher_seed)[: r.teacher_claims]
+    teacher = NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, quote=True, gold_requery=False)
+    evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d,
+             # the teacher's ids are characters: budgets in characters, far above a student's
+             rollout=RolloutConfig(temperature=0.0, max_new_tokens=2048, max_total_tokens=16384, batch_size=64),
+             run_info={"teacher": "noisy", "noise": r.teacher_noise, "seed": r.teacher_seed}, progress=False)
+    return d / "trajectories.jsonl"
+
+
+def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
+    from transformers import AutoTokenizer
+
+    from factrl.evaluate import read_trajectories
+    from factrl.lm.loader import resolve_model_path
+    from factrl.train.weighted_sft import WeightedSFTSettings, train_weighted_sft, weighted_examples
+
+    final = out / "warmup" / "final"
+    if (final / "config.json").is_file():
+        return final
+    # Every well-formed teacher episode, wrong verdicts included: the noise is the point.
+    trajs = [t for t in read_trajectories(trajectories) if not t.error and t.verdict.format_ok]
+    path = resolve_model_path(r.model)
+    examples, skipped = weighted_examples(trajs, AutoTokenizer.from_pretrained(path),
+                                          decision_weight=r.sft_decision_weight, max_length=1024)
+    _say(f"warm-up: {len(examples)} teacher episodes ({skipped} too long)")
+    return train_weighted_sft(examples, path, out / "warmup", WeightedSFTSettings(
+        learning_rate=r.sft_learning_rate, epochs=r.sft_epochs, decision_weight=r.sft_decision_weight,
+        max_minutes=r.sft_max_minutes, max_length=1024))
+
+
+def _grpo(r: FactworldRecipe, out: Path, control: str) -> Path:
+    from factrl.train.grpo import latest_checkpoint, train_grpo
+
+    cfg = _grpo_config(r, out, control)
+    run = Path(cfg.output_dir)
+    if (run / "final" / "config.json").is_file():
+        return run / "final"
+    _say(f"GRPO ({control}): {cfg.grpo.max_steps} updates, checkpoints every {cfg.grpo.save_steps}")
+    return train_grpo(cfg, resume=latest_checkpoint(run) is not None)
+
+
+def _stage_models(r: FactworldRecipe, out: Path) -> dict[str, Path]:
+    """Name -> model directory of every stage to evaluate (checkpoints merged on demand)."""
+    stages: dict[str, Path] = {}
+    if r.eval_base:
+        from factrl.lm.loader import resolve_model_path
+
+        stages["base"] = Path(resolve_model_path(r.model))
+    stages["warmup"] = out / "warmup" / "final"
+    for control in ("none", *r.controls):
+        cfg = _grpo_config(r, out, control)
+        run = Path(cfg.output_dir)
+        steps = cfg.grpo.max_steps
+        marks = sorted({max(1, round(steps * f)) for f in r.checkpoints})
+        for m in marks if control == "none" else marks[-1:]:
+            name = ("grpo" if control == "none" else f"control-{control}") + f"@{round(100 * m / steps)}%"
+            src = run / "final" if m == steps and (run / "final" / "config.json").is_file() else run / f"checkpoint-{m}"
+            stages[name] = _merged(src, out / "warmup" / "final", out / "models" / name.replace("@", "-").replace("%", "pct"))
+    return stages
+
+
+def _merged(src: Path, base: Path, dest: Path) -> Path:
+    """A full model directory for ``src``: itself when it holds one, else its LoRA adapter
+    merged into ``base`` (written once to ``dest``)."""
+    if (src / "config.json").is_file() and not (src / "adapter_config.json").is_file():
+        return src
+    if (dest / "config.json").is_file():
+        return dest
+    if not (src / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"{src} holds neither a model nor a LoRA adapter (did GRPO reach that step?)")
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    merged = PeftModel.from_pretrained(model, str(src)).merge_and_unload()
+    dest.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(dest)
+    AutoTokenizer.from_pretrained(str(base)).save_pretrained(dest)
+    return dest
+
+
+def heldout_claims(r: FactworldRecipe, out: Path) -> list[Claim]:
+    """The evaluated claims: label-balanced, from every split of the held-out world."""
+    from factrl.datasets import load_dataset
+    from factrl.datasets.sampling import interleave_labels
+
+    claims = [c for split in ("train", "dev", "test")
+              for c in load_dataset("factworld", out / "heldout", split).claims]
+    return interleave_labels(claims, seed=0)[: r.heldout_claims]
+
+
+def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str, Any]:
+    from factrl.evaluate import evaluate
+    from factrl.lm.loader import load_lm
+    from factrl.rollout import RolloutConfig
+
+    d = out / "eval" / name.replace("@", "-").replace("%", "pct")
+    if (d / "metrics.json").is_file():
+        return json.loads((d / "metrics.json").read_text())
+    cfg = _grpo_config(r, out, "none")
+    claims = heldout_claims(r, out)
+    _say(f"eval {name}: {len(claims)} held-out claims")
+    return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), load_lm(str(model)), d,
+                    rollout=RolloutConfig(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
+                                          max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch),
+                    run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed}, progress=False)
+
+
+def _correct_by_id(d: Path) -> dict[str, float]:
+    from factrl.evaluate import read_trajectories
+
+    return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / "trajectories.jsonl")}
+
+
+def _report(r: FactworldRecipe, out: Path, stages: dict[str, Path]) -> dict[str, Any]:
+    from factrl.metrics.significance import mcnemar_exact, wilson_interval
+    from factrl.train.callbacks import plot_curves
+
+    rows = []
+    base = _correct_by_id(out / "eval" / "warmup")
+    for name in stages:
+        d = out / "eval" / name.replace("@", "-").replace("%", "pct")
+        got = _correct_by_id(d)
+        n, k = len(got), int(sum(got.values()))
+        lo, hi = wilson_interval(k, n)
+        row = {"stage": name, "n": n, "accuracy": k / n if n else None, "ci95": [lo, hi]}
+        metrics = json.loads((d / "metrics.json").read_text())
+        row["format_ok"] = metrics.get("format_ok_rate", metrics.get("format_ok"))
+        if name != "warmup":
+            common = sorted(set(got) & set(base))
+            b = sum(1 for i in common if got[i] and not base[i])  # fixed
+            c = sum(1 for i in common if base[i] and not got[i])  # broken
+            row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
+        rows.append(row)
+    curves = {}
+    for control in ("none", *r.controls):
+        run = out / f"grpo-{control}"
+        if (run / "metrics.jsonl").is_file():
+            png = plot_curves(run / "metrics.jsonl", run / "curves.png")
+            curves[control] = str(png) if png else None
+    result = {"recipe": _recipe_json(r), "stages": rows, "curves": curves}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [f"# factworld learning: {r.preset}", "",
+             f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} claims); training world seed "
+             f"{r.train_seed}; teacher noise {r.teacher_noise}.", "",
+             "| stage | accuracy | 95% CI | format ok | fixed / broken vs warm-up | McNemar p |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        acc = "-" if row["accuracy"] is None else f"{row['accuracy']:.3f}"
+        fmt = "-" if row.get("format_ok") is None else f"{row['format_ok']:.3f}"
+        fb = f"{row['fixed_vs_warmup']} / {row['broken_vs_warmup']}" if "mcnemar_p" in row else ""
+        p = f"{row['mcnemar_p']:.2g}" if "mcnemar_p" in row else ""
+        lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
+    lines += ["", *(f"Curves ({c}): {p}" for c, p in curves.items() if p)]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    return result
+
+
+def _recipe_json(r: FactworldRecipe) -> dict[str, Any]:
+    d = asdict(r)
+    d["checkpoints"] = list(r.checkpoints)
+    d["controls"] = list(r.controls)
+    return d
+
+
+def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] = STAGES) -> dict[str, Any]:
+    """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran."""
+    from factrl.train.controls import check_control
+
+    for c in r.controls:
+        if check_control(c) == "none":
+            raise ValueError("controls name broken trainers; 'none' is the real one and always runs")
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        raise ValueError(f"unknown stage(s) {', '.join(bad)}; stages are {', '.join(STAGES)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    recorded = out / "recipe.json"
+    if recorded.is_file():
+        before = json.loads(recorded.read_text())
+        now = _recipe_json(r)
+        changed = [k for k in now if k not in ("controls", "eval_base", "eval_batch") and before.get(k) != now[k]]
+        if changed:
+            raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
+    recorded.write_text(json.dumps(_recipe_json(r), indent=2) + "\n")
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Any, *a: Any) -> Any:
+        t = time.perf_counter()
+        res = fn(*a)
+        timings[name] = round(time.perf_counter() - t, 1)
+        return res
+
+    if "worlds" in stages:
+        timed("worlds", _worlds, r, out)
+    if "teach" in stages or "warmup" in stages:
+        traj = out / "teach" / "trajectories.jsonl"
+        if "teach" in stages:
+            traj = timed("teach", _teach, r, out)
+        if "warmup" in stages:
+            timed("warmup", _warmup, r, out, traj)
+    if "grpo" in stages:
+        for control in ("none", *r.controls):
+            timed(f"grpo-{control}", _grpo, r, out, control)
+    report = None
+    if "eval" in stages or "report" in stages:
+        models = _stage_models(r, out)
+        if "eval" in stages:
+            for name, model in models.items():
+                timed(f"eval-{name}", _evaluate, r, out, name, model)
+        if "report" in stages:
+            report = _report(r, out, models)
+    log = out / "timings.jsonl"
+    with log.open("a") as fh:
+        fh.write(json.dumps({"stages": list(stages), "seconds": timings, "total": round(time.perf_counter() - t0, 1)}) + "\n")
+    _say(f"done in {time.perf_counter() - t0:.0f}s: {out / 'report.md' if report else out}")
+    return report or {}

@@ -1,0 +1,64 @@
+"""Broken-trainer controls: deliberate faults a learning benchmark must catch.
+
+A trainer that "learns" can be a trainer that only drifts. These settings break GRPO in
+the ways agent-RL users report most, so a benchmark can check that each one does *not*
+improve on its warm-up while the real trainer does. They are for tests and benchmarks
+only (``grpo.control``), never for training a model you mean to use.
+
+- ``flip_advantage``: every optimised reward is negated before TRL normalises it within
+  its group, so every advantage has its sign flipped (group mean-centring and scaling are
+  odd in the reward): the policy is pushed away from what earned reward.
+- ``invert_mask``: the loss mask is inverted — the tokens the environment inserted
+  (retrieved observations) are trained and the model's own tokens are masked out.
+- ``shuffle_rewards``: rewards are permuted at random within each group (seeded), so the
+  advantages no longer belong to the rollouts that earned them.
+
+The rollout's true rewards stay in the logged component columns and in
+``reward_unaltered``, so the curves show what the policy really earned.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+__all__ = ["CONTROLS", "UNALTERED", "apply_control", "check_control"]
+
+CONTROLS = ("none", "flip_advantage", "invert_mask", "shuffle_rewards")
+UNALTERED = "reward_unaltered"
+
+
+def check_control(name: str) -> str:
+    if name not in CONTROLS:
+        raise ValueError(f"grpo.control must be one of {', '.join(CONTROLS)}, got {name!r}")
+    return name
+
+
+def apply_control(out: dict[str, Any], prompts: list[str], control: str, *, total: str, seed: int) -> dict[str, Any]:
+    """Apply ``control`` to TRL's rollout dict ``out`` in place (and return it).
+    ``prompts[i]`` names row ``i``'s group (TRL repeats a prompt once per rollout)."""
+    check_control(control)
+    if control == "none":
+        return out
+    out[UNALTERED] = list(out[total])
+    if control == "flip_advantage":
+        out[total] = [-float(r) for r in out[total]]
+    elif control == "shuffle_rewards":
+        rng = random.Random(seed)
+        groups: dict[str, list[int]] = {}
+        for i, p in enumerate(prompts):
+            groups.setdefault(p, []).append(i)
+        rewards = list(out[total])
+        for rows in groups.values():
+            perm = rows[:]
+            rng.shuffle(perm)
+            for dst, src in zip(rows, perm):
+                out[total][dst] = rewards[src]
+    elif control == "invert_mask":
+        masks = []
+        for ids, mask, inserted in zip(out["completion_ids"], out["env_mask"], out["_inserted"]):
+            # model tokens (1) -> 0; environment tokens (0) -> 1; a closing EOS the
+            # bridge appended (neither sampled nor observed) stays 0
+            masks.append([0 if m else (1 if ins else 0) for m, ins in zip(mask, inserted)])
+        out["env_mask"] = masks
+    return out

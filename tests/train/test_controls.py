@@ -1,0 +1,66 @@
+"""Broken-trainer controls (factrl.train.controls): each fault is applied exactly as named."""
+
+from __future__ import annotations
+
+import pytest
+
+from factrl.train.controls import UNALTERED, apply_control, check_control
+
+
+def _out():
+    return {
+        "prompt_ids": [[1], [1], [2], [2]],
+        "completion_ids": [[5, 6, 7, 8, 2], [5, 9, 2], [5, 2], [5, 6, 2]],
+        "env_mask": [[1, 0, 0, 1, 0], [1, 1, 1], [1, 1], [1, 0, 1]],
+        "_inserted": [[0, 1, 1, 0, 0], [0, 0, 0], [0, 0], [0, 1, 0]],
+        "reward_total": [1.0, 3.0, 0.0, 2.0],
+    }
+
+
+PROMPTS = ["a", "a", "b", "b"]
+
+
+def test_none_changes_nothing():
+    out = _out()
+    assert apply_control(out, PROMPTS, "none", total="reward_total", seed=0) == _out()
+
+
+def test_flip_negates_every_optimised_reward_and_keeps_the_truth():
+    out = apply_control(_out(), PROMPTS, "flip_advantage", total="reward_total", seed=0)
+    assert out["reward_total"] == [-1.0, -3.0, -0.0, -2.0]
+    assert out[UNALTERED] == [1.0, 3.0, 0.0, 2.0]
+    # group-normalised advantages flip sign exactly
+    for rows in ([0, 1], [2, 3]):
+        true = [_out()["reward_total"][i] for i in rows]
+        got = [out["reward_total"][i] for i in rows]
+        mt, mg = sum(true) / 2, sum(got) / 2
+        assert [g - mg for g in got] == [-(t - mt) for t in true]
+
+
+def test_shuffle_permutes_within_groups_only():
+    seen = set()
+    for seed in range(20):
+        out = apply_control(_out(), PROMPTS, "shuffle_rewards", total="reward_total", seed=seed)
+        assert sorted(out["reward_total"][:2]) == [1.0, 3.0] and sorted(out["reward_total"][2:]) == [0.0, 2.0]
+        seen.add(tuple(out["reward_total"]))
+    assert len(seen) > 1  # it does shuffle
+
+
+def test_invert_mask_trains_observations_and_masks_model_tokens():
+    out = apply_control(_out(), PROMPTS, "invert_mask", total="reward_total", seed=0)
+    # token 4 of row 0 is the bridge's closing EOS (neither sampled nor inserted): stays 0
+    assert out["env_mask"] == [[0, 1, 1, 0, 0], [0, 0, 0], [0, 0], [0, 1, 0]]
+    assert out["reward_total"] == [1.0, 3.0, 0.0, 2.0]
+
+
+def test_unknown_control_is_refused():
+    with pytest.raises(ValueError, match="grpo.control must be one of"):
+        check_control("reverse")
+
+
+def test_config_refuses_a_bad_control():
+    from factrl.train.config import load_run_config
+
+    with pytest.raises(ValueError, match="grpo.control"):
+        load_run_config("veri_r1_offline_cpu", {"grpo.control": "nope"})
+    assert load_run_config("veri_r1_offline_cpu", {"grpo.control": "invert_mask"}).grpo.control == "invert_mask"
