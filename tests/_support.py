@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from factrl.types import Hit
 
@@ -92,3 +93,20 @@ class AppServers:
             server.should_exit = True
             thread.join(timeout=10)
         self.servers.clear()
+
+
+def pretend_cuda(monkeypatch, majors=(8, 7)) -> None:
+    """Make torch report ``len(majors)`` CUDA devices, device ``i`` of compute capability
+    ``majors[i]`` (8 and later: native bf16), so device resolution's CUDA branches run on a
+    CPU machine. Nothing may allocate on them."""
+    import torch
+
+    def props(i):
+        return SimpleNamespace(major=majors[i if isinstance(i, int) else torch.device(i).index],
+                               name="pretend GPU", total_memory=2**34)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(majors))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", props)
+    monkeypatch.setattr(torch.version, "hip", None)

@@ -42,7 +42,11 @@ TRAJ_FILE = "trajectories.jsonl"
 # run.json keys that may change between a run and its resumption.
 # metric_params only shape the agent's own metrics, recomputed from the trajectories on
 # every invocation: a resumption may re-score a finished run with other ones.
-_VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params"})
+# Where a run goes on (device, episodes and rows per forward pass) is no setting of its
+# results: each row samples with its own seed whatever shares its batch. Its dtype is.
+_VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params", "device", "batch_size", "max_batch_size"})
+# What a run recorded before the key existed: every earlier local run was float32.
+_ABSENT_INFO = {"dtype": "float32"}
 
 
 class RunMismatchError(ValueError):
@@ -255,8 +259,9 @@ def _check_run_info(path: Path, info: dict[str, Any], *, force: bool) -> None:
     """Refuse to mix results of different settings in one run directory."""
     if path.exists() and not force:
         old = json.loads(path.read_text())
-        keys = set(old) | set(info)
-        diff = {k: (old.get(k), info.get(k)) for k in keys if k not in _VOLATILE_INFO and old.get(k) != info.get(k)}
+        old, new = {**_ABSENT_INFO, **old}, {**_ABSENT_INFO, **info}
+        keys = set(old) | set(new)
+        diff = {k: (old.get(k), new.get(k)) for k in keys if k not in _VOLATILE_INFO and old.get(k) != new.get(k)}
         if diff:
             lines = ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in sorted(diff.items()))
             raise RunMismatchError(

@@ -243,3 +243,36 @@ def test_verify_gives_a_sub_agent_role_its_own_model(setup, tmp_path):
     assert seen[0] == "r" and "s" in seen and seen[-1] == "r"
     bad = runner.invoke(app, ["verify", "x", "--index", str(index), "--role-model", "searcher"])
     assert bad.exit_code == 2 and "ROLE=MODEL" in bad.output
+
+
+def test_verify_runs_on_the_requested_device_and_dtype(setup):
+    model, index, _ = setup
+    r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
+                            "--json", "--max-new-tokens", "4", "--device", "cpu", "--dtype", "bf16"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 32}
+
+
+def test_eval_records_device_dtype_and_batch_and_resumes_only_in_the_same_dtype(setup, tmp_path):
+    """run.json says where the episodes ran; a resumption may move device or batch, not
+    precision; a run recorded before these keys existed (float32) resumes as it was."""
+    args = _eval_args(setup, tmp_path)[:-4] + ["--out", str(tmp_path)]  # no --batch-size: the device's
+    r = runner.invoke(app, args + ["--limit", "1", "--dtype", "bfloat16"])
+    assert r.exit_code == 0, r.output
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert (info["device"], info["dtype"], info["max_batch_size"], info["batch_size"]) == ("cpu", "bfloat16", 32, 16)
+    r = runner.invoke(app, args + ["--limit", "2"])  # auto: float32 here
+    assert r.exit_code == 1 and "dtype: 'bfloat16' → 'float32'" in r.output
+    r = runner.invoke(app, args + ["--limit", "2", "--dtype", "bf16", "--device", "cpu", "--batch-size", "40"])
+    assert r.exit_code == 0, r.output
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert (info["dtype"], info["batch_size"], info["max_batch_size"]) == ("bfloat16", 40, 40)
+    assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 2
+    old = tmp_path / "old"
+    r = runner.invoke(app, args[:-1] + [str(old), "--limit", "1"])
+    assert r.exit_code == 0, r.output
+    legacy = {k: v for k, v in json.loads((old / "run.json").read_text()).items()
+              if k not in ("device", "dtype", "max_batch_size", "batch_size")}
+    (old / "run.json").write_text(json.dumps(legacy))
+    r = runner.invoke(app, args[:-1] + [str(old), "--limit", "2"])
+    assert r.exit_code == 0, r.output

@@ -87,7 +87,7 @@ def test_preset_settings_reach_trl_grpo_config(tmp_path):
 
     def build(name):  # as train_grpo does, less the reward weights
         cfg = load_run_config(name, {"output_dir": str(tmp_path / name)})
-        return cfg, trl.GRPOConfig(**grpo_args(cfg), use_cpu=cfg.grpo.bf16 and not torch.cuda.is_available())
+        return cfg, trl.GRPOConfig(**grpo_args(cfg))
 
     for name in PAPER_PRESETS:
         cfg, args = build(name)
@@ -120,7 +120,7 @@ def test_preset_settings_reach_trl_grpo_config(tmp_path):
 
 
 def test_label_balanced_grpo_keeps_an_interleaved_order_that_trl_does_not_reshuffle(tmp_path):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
     from trl.trainer.utils import RepeatSampler
 
@@ -133,7 +133,7 @@ def test_label_balanced_grpo_keeps_an_interleaved_order_that_trl_does_not_reshuf
     labels = [Label.SUPPORT] * 8 + [Label.REFUTE] * 4 + [Label.NEI] * 4
     claims = [Claim(id=str(i), text=f"claim {i}", label=lab) for i, lab in enumerate(labels)]
     cfg = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path), "grpo.label_balanced": True})
-    args = trl.GRPOConfig(**grpo_args(cfg), use_cpu=not torch.cuda.is_available())
+    args = trl.GRPOConfig(**grpo_args(cfg))
     assert args.shuffle_dataset is False
     order = training_order(claims, cfg)
     assert sorted(c.id for c in order) == sorted(c.id for c in claims)  # nothing lost or repeated
@@ -147,3 +147,36 @@ def test_label_balanced_grpo_keeps_an_interleaved_order_that_trl_does_not_reshuf
     plain = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path)})
     assert training_order(claims, plain) == claims
     assert grpo_args(plain)["shuffle_dataset"] is True
+
+
+def _precision(cfg):
+    from factrl.train.config import grpo_args
+
+    return {k: v for k, v in grpo_args(cfg).items() if k in ("use_cpu", "bf16", "fp16")}
+
+
+def test_model_device_and_dtype_set_trls_device_and_mixed_precision(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from _support import pretend_cuda
+
+    from factrl.train.config import training_precision
+
+    plain = {"output_dir": str(tmp_path), "grpo.bf16": False}
+    cfg = load_run_config("veri_r1_online", {**plain, "model.device": "cpu"})
+    assert (cfg.model.device, cfg.model.dtype) == ("cpu", "auto")
+    assert _precision(cfg) == {"use_cpu": True, "bf16": False, "fp16": False}
+    assert _precision(load_run_config("veri_r1_online", {**plain, "model.device": "cpu", "model.dtype": "bf16"})) == {
+        "use_cpu": True, "bf16": True, "fp16": False}
+    # the older grpo.bf16 = true: bfloat16 unless another dtype is named
+    assert _precision(load_run_config("veri_r1_offline_cpu", {"model.device": "cpu"}))["bf16"] is True
+    with pytest.raises(ValueError, match="grpo.bf16 = true asks for bfloat16"):
+        _precision(load_run_config("veri_r1_offline_cpu", {"model.dtype": "float32"}))
+    with pytest.raises(ValueError, match="float16 mixed precision trains on a GPU only"):
+        training_precision("cpu", "float16")
+    pretend_cuda(monkeypatch, (8, 7))
+    auto = load_run_config("veri_r1_online", plain)
+    assert _precision(auto) == {"use_cpu": False, "bf16": True, "fp16": False}  # auto: the GPU, in bf16
+    assert training_precision("cuda", "fp16") == ("cuda:0", "float16")
+    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES=1"):
+        training_precision("cuda:1", "auto")
+    assert training_precision("cuda:1", "auto", trainer="plain") == ("cuda:1", "float32")  # no native bf16 there

@@ -109,7 +109,11 @@ def test_two_grpo_steps_change_weights_with_finite_loss(tiny_model, tmp_path):
     assert all("rewards/reward_total/mean" in r and "kl" in r for r in rows)
     assert (tmp_path / "held_out_ids.txt").read_text().strip()
     assert (tmp_path / "curves.png").stat().st_size > 1000
-    assert json.loads((tmp_path / "config.json").read_text())["grpo"]["beta"] == 0.001
+    recorded = json.loads((tmp_path / "config.json").read_text())
+    assert recorded["grpo"]["beta"] == 0.001
+    # where it trained: model.device/model.dtype as resolved on this machine (auto: the CPU, float32)
+    assert (recorded["model"]["device"], recorded["model"]["dtype"]) == ("cpu", "float32")
+    assert recorded["runtime"] == {"device": "cpu"}
 
 
 def test_resume_continues_the_same_run(tiny_model, tmp_path):
@@ -135,7 +139,8 @@ def test_bf16_mixed_precision_trains_and_generates_under_autocast(tiny_model, tm
     final = train_grpo(_config(tiny_model, tmp_path, max_steps=1, bf16=True, gradient_checkpointing=False))
     assert VowelEnv.autocast_seen and all(VowelEnv.autocast_seen)
     trl_args = torch.load(tmp_path / "checkpoint-1" / "training_args.bin", weights_only=False)
-    assert trl_args.bf16 is True
+    assert trl_args.bf16 is True and trl_args.use_cpu is True
+    assert json.loads((tmp_path / "config.json").read_text())["model"]["dtype"] == "bfloat16"
     after = _weights(final)
     assert all(v.dtype == torch.float32 for v in after.values())  # fp32 master weights
     assert any(not torch.equal(before[k], after[k]) for k in before)

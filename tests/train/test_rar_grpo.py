@@ -42,7 +42,7 @@ def run(tiny_model, out, monkeypatch, **grpo):
     import factrl.train.setup as setup
 
     asked = []
-    monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None: asked.append(model) or verifier_lm())
+    monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None, on=None: asked.append(model) or verifier_lm())
     cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {
         "model.id": str(tiny_model), "output_dir": str(out),
         "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE), "data.held_out_fraction": 0.2,
@@ -117,7 +117,7 @@ def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_pat
         return "I don't know." if "?" in ctx else "The Nile flows north. The Nile is 9 km long."
 
     judge, policy = ScriptedLM(answer), ScriptedLM(answer)
-    monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None: judge)
+    monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None, on=None: judge)
     monkeypatch.setattr(loader, "load_lm", lambda model, **kw: policy)
     cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {
         "output_dir": str(tmp_path), "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE),

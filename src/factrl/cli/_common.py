@@ -112,6 +112,53 @@ NO_REPEAT_NGRAM_HELP = ("Repetition guard: never generate a token that repeats a
                         "model turn (0 = off); local models only. Stops a small model looping on one evidence id "
                         "(see docs/benchmarks.md for its measured effect).")
 MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
+DEVICE_HELP = ("Where local models run: auto (CUDA when available, else CPU; the default), cpu, cuda or cuda:N. "
+               "Models behind an API (openai:MODEL) ignore it.")
+DTYPE_HELP = ("Local models' weights: auto (bfloat16 on a GPU that has it, else float32; the default), "
+              "float32, bfloat16 or float16.")
+
+
+def device_options(device: str | None, dtype: str | None, models: list[str]) -> dict[str, str]:
+    """``load_lm`` keywords for ``--device``/``--dtype``, resolved once for this machine
+    (``auto`` → ``cpu`` or ``cuda:N``, ``float32`` or ``bfloat16``) before anything loads:
+    a device the machine lacks, a bad GPU index or an unknown dtype is a usage error. When
+    every model is behind an API the flags have nothing to act on, and giving them is a
+    usage error too; then ``{}``."""
+    from factrl.lm.device import DeviceError, resolve_device, resolve_dtype
+    from factrl.lm.loader import remote_backend
+
+    if all(remote_backend(m) is not None for m in models if m):
+        for flag, value in (("--device", device), ("--dtype", dtype)):
+            if value is not None and value.strip().lower() != "auto":
+                raise typer.BadParameter(f"{', '.join(models)} runs behind an API; {flag} applies to local models",
+                                         param_hint=flag)
+        return {}
+    try:
+        resolved = resolve_device(device)
+    except DeviceError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--device") from None
+    try:
+        return {"device": resolved, "dtype": resolve_dtype(dtype, resolved)}
+    except DeviceError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dtype") from None
+
+
+def episode_batch_sizes(batch_size: int | None, device: str) -> tuple[int, int]:
+    """``(episodes generated together, a local model's rows per forward pass)``: the
+    episodes default to 16 on CPU (more only queue for its cores) and to the device's
+    generation batch on CUDA; the rows are the device's default, raised to the episodes
+    so that they all share one forward pass."""
+    from factrl.lm.device import default_batch_size
+
+    episodes = batch_size or (default_batch_size(device) if device.startswith("cuda") else 16)
+    return episodes, max(episodes, default_batch_size(device))
+
+
+def runtime_info(lm: Any) -> dict[str, Any]:
+    """What a run records about where ``lm`` ran (device, dtype, rows per forward pass);
+    empty for a model behind an API."""
+    info = getattr(lm, "runtime_info", None)
+    return dict(info()) if callable(info) else {}
 
 
 def lm_options(model: str, base_url: str | None, lm_cache: Path | None = None,
@@ -152,14 +199,15 @@ def parse_role_models(values: list[str]) -> dict[str, str]:
 
 
 def load_role_models(roles: dict[str, str], base_url: str | None, lm_cache: Path | None,
-                     lm_timeout: float | None) -> dict[str, Any]:
-    """``{role: LM}`` for :func:`parse_role_models`' result (an empty dict for none)."""
+                     lm_timeout: float | None, device: dict[str, str] | None = None) -> dict[str, Any]:
+    """``{role: LM}`` for :func:`parse_role_models`' result (an empty dict for none);
+    local models load with ``device`` (:func:`device_options`)."""
     from factrl.lm.loader import LMLoadError, load_lm, remote_backend
 
     out: dict[str, Any] = {}
     for role, model in roles.items():
         opts = {k: v for k, v in (("base_url", base_url), ("cache", lm_cache), ("timeout", lm_timeout))
-                if v is not None} if remote_backend(model) is not None else {}
+                if v is not None} if remote_backend(model) is not None else dict(device or {})
         try:
             out[role] = load_lm(model, **opts)
         except LMLoadError as exc:

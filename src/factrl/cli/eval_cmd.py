@@ -9,9 +9,9 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
-                               METRIC_PARAM_HELP, MODE_HELP, MODEL_HELP, NO_REPEAT_NGRAM_HELP, PARAM_HELP,
-                               ROLE_MODEL_HELP, VERIFIER_HELP)
+from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HELP, DEVICE_HELP, DTYPE_HELP,
+                               LM_CACHE_HELP, LM_TIMEOUT_HELP, METRIC_PARAM_HELP, MODE_HELP, MODEL_HELP,
+                               NO_REPEAT_NGRAM_HELP, PARAM_HELP, ROLE_MODEL_HELP, VERIFIER_HELP)
 from factrl.cli.app import app
 
 
@@ -42,6 +42,8 @@ def eval_(
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
+    dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     role_model: list[str] = typer.Option([], "--role-model", help=ROLE_MODEL_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
@@ -53,7 +55,9 @@ def eval_(
     balanced: bool = typer.Option(False, help="Interleave labels so any --limit is class-balanced."),
     temperature: float = typer.Option(0.0, help="0 = greedy decoding."),
     max_new_tokens: int = typer.Option(384, help="Tokens per model turn."),
-    batch_size: int = typer.Option(16, help="Episodes generated together."),
+    batch_size: int = typer.Option(
+        None, "--batch-size", min=1, show_default="16 on CPU, 256 on CUDA",
+        help="Episodes generated together (a local model's rows per forward pass are at least this many)."),
     seed: int = typer.Option(0),
     no_repeat_ngram: int = typer.Option(0, "--no-repeat-ngram", min=0, help=NO_REPEAT_NGRAM_HELP),
     skip_bad_rows: bool = typer.Option(False, help="Skip and count malformed dataset rows."),
@@ -70,11 +74,14 @@ def eval_(
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import (build_agent, build_scorer, index_info, lm_options, load_role_models,
-                                    require_claims, require_repetition_guard, resolve_context_sentences,
-                                    select_claims)
+    from factrl.cli._common import (build_agent, build_scorer, device_options, episode_batch_sizes, index_info,
+                                    lm_options, load_role_models, require_claims, require_repetition_guard,
+                                    resolve_context_sentences, runtime_info, select_claims)
+
+    on_device = device_options(device, dtype, [model, *role_specs.values(), *([verifier] if verifier else [])])
+    batch_size, lm_batch = episode_batch_sizes(batch_size, on_device.get("device", "cpu"))
     from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm
+    from factrl.lm.loader import load_lm, remote_backend
     from factrl.rollout import RolloutConfig
     from factrl.runlock import run_lock
 
@@ -93,11 +100,14 @@ def eval_(
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences,
                                   model=model)
     scorer = build_scorer(reward, reward_param, make_env)
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
-    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
+    local = {**on_device, "max_batch_size": lm_batch} if on_device else {}
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model),
+                 **(local if remote_backend(model) is None else {}))
+    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout, local)
     require_repetition_guard(lm, no_repeat_ngram)
     # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
-    judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout))
+    judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout),
+                                                **(local if remote_backend(verifier) is None else {}))
     if getattr(scorer, "lm_roles", ()):
         from factrl.rewards import RewardDeps
 
@@ -114,6 +124,8 @@ def eval_(
         **({"metric_params": metric_params} if metric_params else {}),
         **({"role_models": role_specs} if role_specs else {}),
         "skipped_rows": selection.skipped_rows,
+        # where it ran: device and rows per forward pass may change on resumption, dtype not
+        "batch_size": batch_size, **runtime_info(lm),
     }
     evaluate(
         claims,

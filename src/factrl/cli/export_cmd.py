@@ -80,17 +80,25 @@ def export_adapter_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for adapter_model.safetensors, adapter_config.json, manifest.json."),
     base: str = typer.Option("smollm2", "--base", help="The base model it was tuned from ('smollm2', a path or a hub id)."),
     rank: int = typer.Option(16, "--rank", min=1, help="LoRA rank (exact when the tuning was LoRA of rank <= this)."),
-    dtype: str = typer.Option("bfloat16", "--dtype", help="Stored dtype: bfloat16, float16 or float32."),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="Stored dtype: bfloat16, float16 or float32 "
+                              "(the weight differences and their SVDs are float32 whatever it says)."),
     info: Path = typer.Option(None, "--info", help="A JSON object merged into the manifest (training commands, data, metrics)."),
+    device: str = typer.Option(None, "--device", show_default="auto",
+                               help="Where the SVDs run: auto (CUDA when available, else CPU), cpu, cuda or cuda:N."),
 ) -> None:
     """Write MODEL - BASE as one LoRA adapter (PEFT format) with a manifest and checksum."""
     import json
 
     from factrl.lm.agent import MANIFEST_FILE, export_adapter
+    from factrl.lm.device import DeviceError, resolve_device
     from factrl.lm.loader import LMLoadError, resolve_model_path
 
     if dtype not in ("bfloat16", "float16", "float32"):
         raise typer.BadParameter(f"unknown dtype {dtype!r}", param_hint="--dtype")
+    try:
+        device = resolve_device(device)
+    except DeviceError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--device") from None
     try:
         base_dir = resolve_model_path(base)
     except LMLoadError as exc:
@@ -98,7 +106,7 @@ def export_adapter_cmd(
     extra = json.loads(info.read_text()) if info is not None else {}
     if not isinstance(extra, dict):
         raise typer.BadParameter(f"{info} does not hold a JSON object", param_hint="--info")
-    report = export_adapter(model, Path(base_dir), out, rank=rank, dtype=dtype)
+    report = export_adapter(model, Path(base_dir), out, rank=rank, dtype=dtype, device=device)
     manifest = {**extra, "base_model": base, "adapter": report, "sha256": report["sha256"]}
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
     typer.echo(f"wrote {out}: {report['layers']} layers, rank {rank}, {report['bytes'] / 1e6:.2f} MB, "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from factrl.cli._common import DEVICE_HELP, DTYPE_HELP
 from factrl.cli.app import serve_app
 
 
@@ -63,9 +64,10 @@ def serve_lm(
     served_name: str = typer.Option(None, "--served-name", help="Model id in the API (default: --model)."),
     host: str = typer.Option("127.0.0.1", help="Address to bind; 0.0.0.0 exposes the server to the network."),
     port: int = typer.Option(8001, min=0, max=65535),
-    device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda."),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
-    max_batch: int = typer.Option(32, min=1, help="Most rows (choices) generated in one call."),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
+    dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
+    max_batch: int = typer.Option(None, "--max-batch", min=1, show_default="32 on CPU, 256 on CUDA",
+                                  help="Most rows (choices) generated in one call."),
     batch_window_ms: float = typer.Option(10.0, min=0.0, help="Milliseconds a batch waits for more requests."),
     max_queue: int = typer.Option(256, min=1, help="Rows that may wait for the model; more get 503."),
     max_tokens: int = typer.Option(2048, min=1, help="Largest max_tokens a request may ask for."),
@@ -81,20 +83,24 @@ def serve_lm(
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from dataclasses import replace
+
     import uvicorn
 
     from factrl.lm.chat_request import LMServerLimits
+    from factrl.lm.device import DeviceError, resolve_device, resolve_dtype
     from factrl.lm.loader import LMLoadError, load_lm, remote_backend
     from factrl.lm.server import create_lm_app
 
     try:
         if remote_backend(model) is not None:
             raise LMLoadError(f"{model!r} is already served behind an API; serve a local model")
-        limits = LMServerLimits(max_batch=max_batch, batch_window=batch_window_ms / 1000, max_queue=max_queue,
-                                max_tokens=max_tokens, max_n=max_n,
-                                timeout=timeout)
-        lm = load_lm(model, device=device, dtype=dtype, max_batch_size=max_batch)
-    except (LMLoadError, ValueError) as exc:
+        limits = LMServerLimits(max_batch=max_batch or 1, batch_window=batch_window_ms / 1000, max_queue=max_queue,
+                                max_tokens=max_tokens, max_n=max_n, timeout=timeout)
+        resolved = resolve_device(device)
+        lm = load_lm(model, device=resolved, dtype=resolve_dtype(dtype, resolved), max_batch_size=max_batch)
+        limits = replace(limits, max_batch=lm.max_batch_size)  # --max-batch, or the device's default
+    except (LMLoadError, DeviceError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if torch_threads:
@@ -103,5 +109,7 @@ def serve_lm(
         torch.set_num_threads(torch_threads)
     name = served_name or model
     app = create_lm_app(lm, model_id=name, limits=limits, aliases=[lm.name])
-    typer.echo(f"serving {name} on http://{host}:{port}/v1 (POST /v1/chat/completions, GET /v1/models)", err=True)
+    where = ", ".join(f"{k} {v}" for k, v in lm.runtime_info().items())
+    typer.echo(f"serving {name} on http://{host}:{port}/v1 (POST /v1/chat/completions, GET /v1/models; {where})",
+               err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

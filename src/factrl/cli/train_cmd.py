@@ -6,8 +6,14 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, MODE_HELP, PARAM_HELP
+from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, DEVICE_HELP, DTYPE_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import train_app
+
+TRAIN_DEVICE_HELP = DEVICE_HELP.replace("local models run", "it trains (TRL: the first visible GPU) and its "
+                                        "frozen models run") + " Sets model.device."
+TRAIN_DTYPE_HELP = ("Mixed precision (float32 master weights) and the frozen models' weights: auto (bfloat16 on a GPU "
+                    "that has it, else float32; the default), float32, bfloat16 or float16 (GPU only). "
+                    "Sets model.dtype.")
 
 
 def _parse_sets(sets: list[str]) -> dict[str, object]:
@@ -19,9 +25,28 @@ def _parse_sets(sets: list[str]) -> dict[str, object]:
         raise typer.BadParameter(str(exc), param_hint="--set") from None
 
 
-def _run_config(config: str, sets: list[str], out: Path | None, extra: dict[str, object] | None = None):  # noqa: ANN202
+def _device_sets(device: str | None, dtype: str | None, prefix: str = "model.") -> dict[str, object]:
+    """``--device``/``--dtype`` as config overrides (``model.device``/``model.dtype``)."""
+    return {f"{prefix}{k}": v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
+
+
+def _check_precision(device: str | None, dtype: str | None, bf16: bool = False, *, trainer: str = "trl",
+                     hint: str = "--device") -> tuple[str, str]:
+    """The resolved ``(device, dtype)`` a run trains in; one this machine cannot honour is
+    a usage error before any data or model loads."""
+    from factrl.train.config import training_precision
+
+    try:
+        return training_precision(device, dtype, bf16, trainer=trainer)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+
+
+def _run_config(config: str, sets: list[str], out: Path | None, extra: dict[str, object] | None = None,  # noqa: ANN202
+                *, trains: bool = True):
     """The run config of ``--config``/``--set``/``--out`` (and ``extra`` overrides); a bad
-    one is a usage error naming it."""
+    one, or (``trains``) a device or dtype this machine cannot train in, is a usage error
+    naming it."""
     from factrl.train.config import load_run_config
 
     overrides = _parse_sets(sets)
@@ -29,9 +54,13 @@ def _run_config(config: str, sets: list[str], out: Path | None, extra: dict[str,
         overrides["output_dir"] = str(out)
     overrides.update(extra or {})
     try:
-        return load_run_config(config, overrides)
+        cfg = load_run_config(config, overrides)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
+    if trains:
+        _check_precision(cfg.model.device, cfg.model.dtype, cfg.grpo.bf16,
+                         hint="--device/--dtype (model.device/dtype)")
+    return cfg
 
 
 @train_app.command("presets")
@@ -61,11 +90,14 @@ def grpo(
     eval_held_out: bool = typer.Option(
         False, "--eval-held-out", help="Evaluate the held-out claims before and after training (greedy)."
     ),
+    device: str = typer.Option(None, "--device", help=TRAIN_DEVICE_HELP, show_default="auto"),
+    dtype: str = typer.Option(None, "--dtype", help=TRAIN_DTYPE_HELP, show_default="auto"),
 ) -> None:
     """Train an agent with GRPO; writes checkpoints, metrics.jsonl, curves.png and final/."""
     from factrl.train.grpo import train_grpo
 
-    cfg = _run_config(config, set_, out, {"env.name": agent} if agent is not None else None)
+    cfg = _run_config(config, set_, out, {**({"env.name": agent} if agent is not None else {}),
+                                          **_device_sets(device, dtype)})
     if eval_held_out:
         from factrl.train.learning import evaluate_held_out
 
@@ -91,7 +123,7 @@ def split(
     a later train grpo in the same directory reuses it."""
     from factrl.datasets.prepare import HELD_OUT_IDS, TRAIN_IDS, prepare_splits
 
-    cfg = _run_config(config, set_, out)
+    cfg = _run_config(config, set_, out, trains=False)
     run_dir = Path(cfg.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -124,6 +156,11 @@ def sft(
                                          help="With --decision-weight: padded tokens per step."),
     init_adapter: Path | None = typer.Option(
         None, "--init-adapter", help="With --decision-weight: continue this LoRA adapter (e.g. the shipped agent's)."),
+    device: str = typer.Option(None, "--device", show_default="auto",
+                               help=DEVICE_HELP.replace("local models run", "it trains") +
+                               " Without --decision-weight TRL trains on the first visible GPU."),
+    dtype: str = typer.Option(None, "--dtype", show_default="auto",
+                              help="Mixed precision, float32 master weights: " + DTYPE_HELP.split(": ", 1)[1]),
 ) -> None:
     """SFT baseline (Veri-R1 App. H) on the teacher's fully correct trajectories."""
     from factrl.train.sft import SFTSettings, train_sft
@@ -132,14 +169,16 @@ def sft(
     if (init_adapter is not None) and decision_weight is None:
         typer.echo("error: --init-adapter needs --decision-weight", err=True)
         raise typer.Exit(2)
+    device, dtype = _check_precision(device, dtype, trainer="plain" if decision_weight is not None else "trl")
     settings = SFTSettings(learning_rate=learning_rate, epochs=epochs, batch_size=batch_size, lora=lora,
-                           max_length=max_length, gradient_checkpointing=gradient_checkpointing)
+                           max_length=max_length, gradient_checkpointing=gradient_checkpointing,
+                           device=device, dtype=dtype)
     try:
         if decision_weight is not None:
             final = train_weighted_sft_on(trajectories, model, out, WeightedSFTSettings(
                 learning_rate=learning_rate, epochs=epochs, tokens_per_batch=tokens_per_batch,
                 max_length=max_length, decision_weight=decision_weight,
-                init_adapter=str(init_adapter) if init_adapter else None))
+                init_adapter=str(init_adapter) if init_adapter else None, device=device, dtype=dtype))
         else:
             final = train_sft(trajectories, model, out, settings)
     except (ValueError, FileNotFoundError) as exc:
@@ -157,26 +196,32 @@ def filter_(
     model: str = typer.Option("smollm2", "--model", help="The judge model (the paper used GPT-4o)."),
     out: Path = typer.Option(..., "--out", help="Run directory: trajectories, kept.jsonl, report."),
     limit: int = typer.Option(None, "--limit"),
-    batch_size: int = typer.Option(16),
+    batch_size: int = typer.Option(None, "--batch-size", min=1, show_default="16 on CPU, 256 on CUDA",
+                                   help="Episodes generated together."),
     agent: str = typer.Option("veri_r1_offline", "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
+    dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
 ) -> None:
     """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
-    from factrl.cli._common import build_agent, load_claims
+    from factrl.cli._common import build_agent, device_options, episode_batch_sizes, load_claims, runtime_info
     from factrl.evaluate import evaluate, read_trajectories
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
     from factrl.train.filtering import kept_claims, write_claims_jsonl
 
+    on_device = device_options(device, dtype, [model])
+    batch_size, lm_batch = episode_batch_sizes(batch_size, on_device.get("device", "cpu"))
     claims = load_claims(dataset, data_dir, split, limit=limit)
     idx = load_index(index) if index is not None else None
     spec, make_env = build_agent(agent, param, index=idx, context_sentences=context_sentences)
-    evaluate(claims, make_env, load_lm(model), out,
+    lm = load_lm(model, **({**on_device, "max_batch_size": lm_batch} if on_device else {}))
+    evaluate(claims, make_env, lm, out,
              rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
              run_info={"dataset": dataset, "split": split, "model": model, "purpose": "filter",
-                       "agent": spec.model_dump(mode="json")})
+                       "agent": spec.model_dump(mode="json"), "batch_size": batch_size, **runtime_info(lm)})
     kept = kept_claims(claims, read_trajectories(out / "trajectories.jsonl"))
     write_claims_jsonl(kept, out / "kept.jsonl")
     typer.echo(f"kept {len(kept)} of {len(claims)} claims ({len(kept) / max(1, len(claims)):.0%}) → {out / 'kept.jsonl'}")
@@ -232,12 +277,14 @@ def haris(
     eval_held_out: bool = typer.Option(
         False, "--eval-held-out", help="Evaluate the held-out claims before and after training (greedy)."
     ),
+    device: str = typer.Option(None, "--device", help=TRAIN_DEVICE_HELP, show_default="auto"),
+    dtype: str = typer.Option(None, "--dtype", help=TRAIN_DTYPE_HELP, show_default="auto"),
 ) -> None:
     """HARIS coordinated training (Algorithm 1): foundation, then N alternating rounds of
     search-agent and reasoning-agent GRPO; writes one directory per stage and haris_state.json."""
     from factrl.train.haris import train_haris
 
-    cfg = _run_config(config, set_, out)
+    cfg = _run_config(config, set_, out, _device_sets(device, dtype))
     if cfg.env.name != "haris":
         raise typer.BadParameter(f"env.name must be 'haris', got {cfg.env.name!r}", param_hint="--config")
     run_dir = Path(cfg.output_dir)
@@ -268,6 +315,12 @@ def ffrr(
     out: Path = typer.Option(None, "--out", help="Output directory (default: the config's output_dir)."),
     eval_held_out: bool = typer.Option(
         True, "--eval-held-out/--no-eval-held-out", help="Evaluate the held-out claims after training."),
+    device: str = typer.Option(None, "--device", show_default="auto",
+                               help=DEVICE_HELP.replace("local models run", "the LM scorer and the encoder run")
+                               + " Sets device."),
+    dtype: str = typer.Option(None, "--dtype", show_default="auto",
+                              help="The LM scorer's weights (the encoder trains in float32): "
+                                   + DTYPE_HELP.split(": ", 1)[1] + " Sets dtype."),
 ) -> None:
     """Train the dense retriever from the LM's label scores (FFRR; REPLUG and frozen for
     comparison); writes metrics.jsonl, final/ (a sentence-transformers model) and eval.json."""
@@ -279,10 +332,15 @@ def ffrr(
     overrides = _parse_sets(set_)
     if out is not None:
         overrides["output_dir"] = str(out)
+    overrides.update(_device_sets(device, dtype, prefix=""))
     try:
         cfg = load_ffrr_config(config, overrides)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
+    try:
+        cfg.runtime()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--device/--dtype") from None
     try:
         final = train_ffrr(cfg)
     except (ValueError, FileNotFoundError) as exc:
@@ -305,6 +363,7 @@ def _held_out_questions(cfg, held_out):  # noqa: ANN001, ANN202 - CLI glue
     from factrl.lm.loader import load_lm
     from factrl.train.ffrr.questions import decompose_claims
 
-    lm = load_lm(cfg.questions_lm or cfg.scorer.model)
+    device, dtype = cfg.runtime()
+    lm = load_lm(cfg.questions_lm or cfg.scorer.model, device=device, dtype=dtype)
     return decompose_claims(held_out, lm, cache=Path(cfg.output_dir) / "questions_held_out.jsonl",
                             max_questions=cfg.ffrr.max_questions).questions

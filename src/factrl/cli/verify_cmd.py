@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP, MODE_HELP, MODEL_HELP,
-                                NO_REPEAT_NGRAM_HELP, PARAM_HELP, ROLE_MODEL_HELP)
+from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, DEVICE_HELP, DTYPE_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
+                                MODE_HELP, MODEL_HELP, NO_REPEAT_NGRAM_HELP, PARAM_HELP, ROLE_MODEL_HELP)
 from factrl.cli.app import app
 
 
@@ -21,6 +21,8 @@ def verify(
     base_url: str = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     lm_cache: Path = typer.Option(None, "--lm-cache", help=LM_CACHE_HELP),
     lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
+    dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
     agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
     role_model: list[str] = typer.Option([], "--role-model", help=ROLE_MODEL_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
@@ -39,15 +41,16 @@ def verify(
     """Search the index, reason, and print the verdict with its evidence."""
     if not claim.strip():
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
-    from factrl.cli._common import parse_role_models
+    from factrl.cli._common import device_options, parse_role_models
     from factrl.lm.loader import is_packaged
 
     role_specs = parse_role_models(role_model)
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    on_device = device_options(device, dtype, [model, *role_specs.values()])
     from factrl.cli._common import (build_agent, lm_options, load_role_models, require_repetition_guard,
-                                    resolve_context_sentences)
+                                    resolve_context_sentences, runtime_info)
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig, run_episodes
@@ -56,8 +59,8 @@ def verify(
     idx = load_index(index)
     _, make_env = build_agent(agent, param, mode=mode, index=idx, model=model,
                               context_sentences=resolve_context_sentences(None, model, agent))
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model))
-    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout)
+    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model), **on_device)
+    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout, on_device)
     require_repetition_guard(lm, no_repeat_ngram)
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1,
                         no_repeat_ngram=no_repeat_ngram)
@@ -77,6 +80,7 @@ def verify(
             "format_errors": traj.verdict.format_errors,
             "searches": traj.searches,
             "error": traj.error,
+            **({"runtime": runtime_info(lm)} if runtime_info(lm) else {}),
         }
         if trajectory:
             out["trajectory"] = traj.model_dump(mode="json")

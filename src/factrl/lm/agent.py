@@ -166,8 +166,11 @@ def ensure_agent_model(asset_dir: Path | None = None) -> Path:
 
 def export_adapter(model_dir: Path, base_dir: Path, out_dir: Path, *, rank: int = 16,
                    target_modules: tuple[str, ...] = TARGET_MODULES, dtype: str = "bfloat16",
-                   tolerance: float = 1e-6) -> dict[str, Any]:
+                   tolerance: float = 1e-6, device: str = "cpu") -> dict[str, Any]:
     """Write ``model_dir − base_dir`` as one rank-``rank`` LoRA adapter in ``out_dir``.
+
+    ``dtype`` is the stored adapter's; the differences and their SVDs are float32 on
+    ``device`` (a resolved name, e.g. ``"cuda:0"``: much faster for large models).
 
     Returns a report: layers exported, the share of the weight difference's squared
     Frobenius norm the truncation kept, and the parameters outside ``target_modules`` that
@@ -186,7 +189,7 @@ def export_adapter(model_dir: Path, base_dir: Path, out_dir: Path, *, rank: int 
     total = kept = 0.0
     not_carried: dict[str, float] = {}
     for name, w in tuned.items():
-        delta = (w.detach() - base[name].detach()).to(torch.float32)
+        delta = (w.detach().to(device) - base[name].detach().to(device)).to(torch.float32)
         module = name[: -len(".weight")] if name.endswith(".weight") else name
         if not module.split(".")[-1] in target_modules:
             change = float(delta.abs().max())
@@ -199,14 +202,14 @@ def export_adapter(model_dir: Path, base_dir: Path, out_dir: Path, *, rank: int 
         kept += float((s[:r] ** 2).sum())
         root = s[:r].sqrt()
         # B·A·(alpha/r) with alpha = r: B = U·sqrt(S), A = sqrt(S)·Vh.
-        tensors[f"{_PREFIX}{module}.lora_B.weight"] = (u[:, :r] * root).to(torch_dtype).contiguous()
-        tensors[f"{_PREFIX}{module}.lora_A.weight"] = (root[:, None] * vh[:r]).to(torch_dtype).contiguous()
+        tensors[f"{_PREFIX}{module}.lora_B.weight"] = (u[:, :r] * root).to(torch_dtype).cpu().contiguous()
+        tensors[f"{_PREFIX}{module}.lora_A.weight"] = (root[:, None] * vh[:r]).to(torch_dtype).cpu().contiguous()
     out_dir.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out_dir / ADAPTER_FILE))
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank, "lora_dropout": 0.0,
               "target_modules": list(target_modules), "bias": "none", "fan_in_fan_out": False,
               "base_model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct", "inference_mode": True}
     (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
-    return {"layers": len(tensors) // 2, "rank": rank, "dtype": dtype,
+    return {"layers": len(tensors) // 2, "rank": rank, "dtype": dtype, "device": device,
             "energy_kept": kept / total if total else 1.0, "not_carried": not_carried,
             "bytes": (out_dir / ADAPTER_FILE).stat().st_size, "sha256": file_sha256(out_dir / ADAPTER_FILE)}

@@ -43,6 +43,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from factrl.lm.engine.rng import uniform
 from factrl.lm.engine.sampling import choose_tokens
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
+from factrl.lm.device import DeviceError, default_batch_size, resolve_device, resolve_dtype, torch_dtype
 from factrl.lm.kv_cache import drop_shared_padding, new_cache
 from factrl.lm.loader import LMLoadError
 from factrl.lm.text import TokenTextMixin
@@ -54,19 +55,15 @@ __all__ = ["HFLM", "StopChecker", "ENGINE_MODES"]
 # "on": the engine wherever it can run (CPU too; an unsupported model is an error); "off": eager.
 # Default: $FACTRL_DECODE_ENGINE, else "auto".
 ENGINE_MODES = ("auto", "on", "off")
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
 # Upper bound on the logits tensor materialised at once by score/token_logprobs (floats).
 _LOGIT_BUDGET = 64 * 1024 * 1024
 
 
 def _parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
     try:
-        return _DTYPES[str(dtype).lower()]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}") from None
+        return torch_dtype(dtype)
+    except DeviceError as err:
+        raise ValueError(str(err)) from None
 
 
 def _row_seed(seed: int, row: int) -> int:
@@ -107,8 +104,10 @@ class HFLM(TokenTextMixin):
 
     repetition_guard = True  # honours GenerationConfig.no_repeat_ngram
 
-    def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None, max_batch_size: int = 32,
-                 engine: str | None = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None,
+                 max_batch_size: int | None = None, engine: str | None = None) -> None:
+        if max_batch_size is None:  # the generation batch follows the device (factrl.lm.device)
+            max_batch_size = default_batch_size(next(model.parameters()).device)
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         engine = engine or os.environ.get("FACTRL_DECODE_ENGINE", "auto")
@@ -135,21 +134,29 @@ class HFLM(TokenTextMixin):
         cls,
         source: str,
         *,
-        device: str = "cpu",
-        dtype: str | torch.dtype = "float32",
+        device: str = "auto",
+        dtype: str | torch.dtype = "auto",
         name: str | None = None,
-        max_batch_size: int = 32,
+        max_batch_size: int | None = None,
         **from_pretrained_kw: Any,
     ) -> HFLM:
-        """Load a ``save_pretrained`` directory or a hub id (hub ids need the local cache when offline)."""
-        torch_dtype = _parse_dtype(dtype)
+        """Load a ``save_pretrained`` directory or a hub id (hub ids need the local cache when offline).
+
+        ``device``/``dtype`` as :func:`factrl.lm.device.resolve_device`/``resolve_dtype``
+        take them (``auto``: CUDA when available, bf16 there); ``max_batch_size`` None
+        follows the device (32 rows on CPU, 256 on CUDA)."""
+        try:
+            device = resolve_device(device)
+            weights_dtype = _parse_dtype(resolve_dtype(dtype, device))
+        except DeviceError as err:
+            raise LMLoadError(str(err)) from None
         local = Path(source).is_dir()
         if local and not (Path(source) / "config.json").is_file():
             raise LMLoadError(f"directory {source} does not hold a loadable model: no config.json "
                               "(expected the model and tokenizer written by save_pretrained)")
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **from_pretrained_kw)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **from_pretrained_kw)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=weights_dtype, **from_pretrained_kw)
         except (OSError, ValueError) as err:  # hub errors (offline, unknown repo, missing files) are OSErrors
             if local:
                 raise LMLoadError(f"directory {source} does not hold a loadable model and tokenizer "
@@ -167,6 +174,16 @@ class HFLM(TokenTextMixin):
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype name (``"float32"``, ``"bfloat16"``, ...)."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
+    def runtime_info(self) -> dict[str, Any]:
+        """Where and how this model runs, as a run records it: device, dtype and the
+        rows per forward pass (``max_batch_size``)."""
+        return {"device": str(self.device), "dtype": self.dtype, "max_batch_size": self.max_batch_size}
 
     # -- text <-> ids --------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ Model names:
   the local hub cache when the hub is unreachable or ``HF_HUB_OFFLINE=1``).
 
 The backend (``"hf"`` by default) is looked up in ``LM_BACKENDS``; a backend is a class
-with a ``load(source, *, device, dtype, name, **kw)`` classmethod.
+with a ``load(source, *, device, dtype, name, **kw)`` classmethod. ``device``/``dtype``
+default to ``"auto"`` (:mod:`factrl.lm.device`: CUDA and bf16 when the machine has them).
 """
 
 from __future__ import annotations
@@ -108,13 +109,17 @@ def load_lm(
     model: str = "smollm2",
     *,
     backend: str = "hf",
-    device: str = "cpu",
-    dtype: str = "float32",
+    device: str | None = "auto",
+    dtype: str | None = "auto",
     **kw: Any,
 ) -> LM:
     """Load ``model`` with ``backend``; extra keywords go to the backend (e.g.
     ``max_batch_size``, or ``base_url``/``api_key_env`` for ``"openai:MODEL"``, whose
-    prefix picks the ``openai`` backend)."""
+    prefix picks the ``openai`` backend).
+
+    ``device``/``dtype`` (None: ``"auto"``) are resolved by :mod:`factrl.lm.device`:
+    ``auto`` runs on CUDA when it is available (bf16 where the GPU has it), else on the
+    CPU in float32; a model behind an API ignores them."""
     remote = remote_backend(model) if isinstance(model, str) else None
     if remote is not None:
         if backend not in ("hf", remote[0]):
@@ -125,4 +130,4 @@ def load_lm(
     if load is None:
         raise LMLoadError(f"LM backend {backend!r} cannot load models by name (it has no load())")
     source, name = resolve_model(model)
-    return load(source, device=device, dtype=dtype, name=name, **kw)
+    return load(source, device=device or "auto", dtype=dtype or "auto", name=name, **kw)

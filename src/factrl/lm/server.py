@@ -9,7 +9,8 @@
 string is cut at it; tokens of the stop string itself and EOS are left out; a token
 ending inside a multi-byte character has text "" and the next token carries the
 character) — plus ``usage``. ``GET /v1/models`` lists the served id; ``GET /health``
-reports the limits, the queue and how many generate calls ran.
+reports the limits, the queue, how many generate calls ran and, for a local model, its
+device, dtype and rows per forward pass.
 
 Batching: requests that arrive within ``batch_window`` of each other (and any that
 queue up while the model is busy) are generated together in one ``lm.generate`` call
@@ -289,6 +290,8 @@ def create_lm_app(lm: LM, *, model_id: str, limits: LMServerLimits | None = None
             "limits": {**asdict(limits), "max_body_bytes": limits.body_limit},
             "queued": sum(not r.future.done() for r in batcher.pending),
             "backend_calls": batcher.calls,
+            # where the model runs (device, dtype, rows per forward pass), for a local one
+            **({"runtime": lm.runtime_info()} if callable(getattr(lm, "runtime_info", None)) else {}),
         })
 
     return app

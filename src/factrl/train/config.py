@@ -31,6 +31,8 @@ __all__ = [
     "parse_overrides",
     "trl_batch_args",
     "grpo_args",
+    "precision_args",
+    "training_precision",
 ]
 
 
@@ -45,6 +47,15 @@ class PresetInfo:
 @dataclass
 class ModelSettings:
     id: str = "smollm2"  # 'smollm2' (embedded), a local path or a hub id
+    # Where the run's models live: auto (CUDA when available), cpu, cuda or cuda:N
+    # (factrl.lm.device). TRL trains on the first visible GPU: pick another with
+    # CUDA_VISIBLE_DEVICES.
+    device: str = "auto"
+    # The policy keeps float32 master weights; dtype is its mixed precision (bfloat16 or
+    # float16 autocast, TRL's bf16/fp16) and the weights of the frozen models it calls
+    # (searcher, judges, held-out evaluation). auto: bfloat16 on a GPU that has it, else
+    # float32. grpo.bf16 = true is the older spelling of dtype = "bfloat16".
+    dtype: str = "auto"
     lora: bool = False
     lora_r: int = 16
     lora_alpha: int = 32
@@ -115,7 +126,8 @@ class GRPOSettings:
     gradient_checkpointing: bool = True
     # bf16 mixed precision (fp32 master weights, bf16 autocast for forward/backward and
     # for the rollouts' generation). On CPUs with bf16 units (AMX, AVX512-BF16) a
-    # forward+backward runs ~1.7x faster; elsewhere it can be slower. GPU runs want it too.
+    # forward+backward runs ~1.7x faster; elsewhere it can be slower. The same as
+    # model.dtype = "bfloat16"; a GPU run gets it from model.dtype = "auto" already.
     bf16: bool = False
     # Label-balanced updates: the training claims go in label-interleaved order (each
     # label's claims shuffled with ``seed``) and TRL does not reshuffle them, so every
@@ -247,6 +259,37 @@ def _check_metric_params(env: EnvSettings, where: str) -> None:
         raise ValueError(f"{where}: env.metric_params: {exc}") from None
 
 
+def training_precision(device: str | None, dtype: str | None, bf16: bool = False, *,
+                       trainer: str = "trl") -> tuple[str, str]:
+    """``(device, dtype)`` a run trains in: a run's ``device``/``dtype`` settings
+    (``model.device``/``model.dtype``) resolved for this machine (:mod:`factrl.lm.device`),
+    ``bf16`` (``grpo.bf16``) asking for bfloat16.
+    A :class:`~factrl.lm.device.DeviceError` (a ``ValueError``) names what cannot be:
+    float16 autocast on a CPU, or (``trainer="trl"``) a GPU other than the first visible
+    one, which transformers' Trainer does not train on."""
+    from factrl.lm.device import DeviceError, resolve_device, resolve_dtype
+
+    asked = dtype
+    device = resolve_device(device)
+    dtype = resolve_dtype(asked, device)
+    if bf16 and dtype != "bfloat16":
+        if asked is not None and str(asked).strip().lower() != "auto":
+            raise DeviceError(f"grpo.bf16 = true asks for bfloat16 but model.dtype is {asked!r}; set one of them")
+        dtype = "bfloat16"
+    if dtype == "float16" and device == "cpu":
+        raise DeviceError("float16 mixed precision trains on a GPU only; on CPU use model.dtype = bfloat16 or float32")
+    if trainer == "trl" and device.startswith("cuda") and device != "cuda:0":
+        raise DeviceError(f"{device}: transformers' Trainer trains on the first visible GPU; choose GPU "
+                          f"{device[5:]} with CUDA_VISIBLE_DEVICES={device[5:]} and device cuda")
+    return device, dtype
+
+
+def precision_args(device: str, dtype: str) -> dict[str, bool]:
+    """The ``TrainingArguments`` flags of a resolved ``(device, dtype)``: ``use_cpu`` on
+    the CPU, ``bf16``/``fp16`` mixed precision for a bfloat16/float16 dtype."""
+    return {"use_cpu": device == "cpu", "bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+
+
 def trl_batch_args(g: GRPOSettings, num_processes: int = 1) -> dict[str, int]:
     """Paper-style batch sizes → TRL's ``per_device_train_batch_size``,
     ``gradient_accumulation_steps`` and ``steps_per_generation`` (in micro-steps)."""
@@ -270,8 +313,8 @@ def trl_batch_args(g: GRPOSettings, num_processes: int = 1) -> dict[str, int]:
 def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
     """The keyword arguments of TRL's ``GRPOConfig`` that come from the run config.
 
-    ``train_grpo`` adds only what depends on the code or the machine: the reward weights
-    and ``use_cpu``. Pure (no torch/TRL import), so tests can check what reaches TRL.
+    ``train_grpo`` adds only what depends on the code: the reward weights. No TRL import
+    (torch only to resolve an ``auto`` device), so tests can check what reaches TRL.
     """
     g, r = cfg.grpo, cfg.rollout
     if not 0.0 <= g.warmup_ratio < 1.0:
@@ -304,7 +347,7 @@ def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
         "max_completion_length": r.max_total_tokens + 1,
         "temperature": r.temperature,
         "top_k": 0,  # no top-k cut: the rollout samples the full distribution the trainer scores
-        "bf16": g.bf16,
+        **precision_args(*training_precision(cfg.model.device, cfg.model.dtype, g.bf16)),
         "report_to": [],
         "save_only_model": False,
         "dataloader_num_workers": 0,

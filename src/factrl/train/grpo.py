@@ -18,10 +18,10 @@ from typing import Any
 from factrl.datasets.prepare import prepare_splits
 from factrl.lm.loader import resolve_model_path
 from factrl.rollout import RolloutConfig
-from factrl.train.config import GRPORunConfig, grpo_args
+from factrl.train.config import GRPORunConfig, grpo_args, training_precision
 from factrl.types import Claim
 
-__all__ = ["train_grpo", "latest_checkpoint", "training_order"]
+__all__ = ["train_grpo", "latest_checkpoint", "resolved_config", "training_order"]
 
 
 def _say(msg: str) -> None:
@@ -36,6 +36,17 @@ def training_order(claims: list[Claim], cfg: GRPORunConfig) -> list[Claim]:
     from factrl.datasets.sampling import interleave_labels
 
     return interleave_labels(claims, seed=cfg.grpo.seed)
+
+
+def resolved_config(cfg: GRPORunConfig) -> GRPORunConfig:
+    """A copy of ``cfg`` whose ``model.device``/``model.dtype`` say what this machine
+    trains on (``auto`` resolved, ``grpo.bf16`` folded into the dtype), as the run
+    records them; a device or dtype it cannot honour is a ``ValueError``."""
+    import copy
+
+    out = copy.deepcopy(cfg)
+    out.model.device, out.model.dtype = training_precision(cfg.model.device, cfg.model.dtype, cfg.grpo.bf16)
+    return out
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
@@ -62,21 +73,23 @@ def train_grpo(
     ``claims`` (instead of the config's data split), the environment factory, the reward
     (e.g. with a judge LM) and ``lms`` for roles other than the trained policy."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from factrl.lm.device import describe_device
     from factrl.train.callbacks import JsonlMetricsCallback, TimeBudgetCallback, plot_curves
     from factrl.train.rollout_adapter import EnvRollout, reward_functions
     from factrl.train.setup import run_env_factory, run_reward
 
+    ran = resolved_config(cfg)  # what this machine trains on, as the run records it
     out = Path(cfg.output_dir)
     ckpt = latest_checkpoint(out) if resume else None
     if not resume and ckpt is None and latest_checkpoint(out) is not None:
         raise FileExistsError(f"{out} already has checkpoints; pass --resume or choose another output dir")
     out.mkdir(parents=True, exist_ok=True)
     train_claims = training_order(list(claims) if claims is not None else prepare_splits(cfg.data, out)[0], cfg)
-    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps({**ran.to_dict(), "runtime": describe_device(ran.model.device)},
+                                                indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout
     make_env = make_env or run_env_factory(cfg)
@@ -96,12 +109,9 @@ def train_grpo(
         control=g.control,
     )
     funcs, weights = reward_functions(reward, control=g.control)
-    args = GRPOConfig(
-        **grpo_args(cfg),
-        reward_weights=weights,
-        # transformers refuses bf16 without an accelerator unless told the run is on CPU
-        use_cpu=g.bf16 and not torch.cuda.is_available(),
-    )
+    # device and mixed precision from model.device/model.dtype (use_cpu: transformers
+    # refuses bf16 without an accelerator unless told the run is on CPU)
+    args = GRPOConfig(**grpo_args(cfg), reward_weights=weights)
     peft_config = None
     if cfg.model.lora:
         from peft import LoraConfig
@@ -123,7 +133,8 @@ def train_grpo(
         + ([TimeBudgetCallback(g.max_minutes)] if g.max_minutes else []),
     )
     _say(
-        f"GRPO: {len(train_claims)} training claims, model {cfg.model.id}, preset {cfg.preset.name}"
+        f"GRPO: {len(train_claims)} training claims, model {cfg.model.id} on {ran.model.device} "
+        f"({ran.model.dtype}), preset {cfg.preset.name}"
         + (f", resuming from {ckpt.name}" if ckpt else "")
     )
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)

@@ -59,10 +59,13 @@ def segments(claims: list[Claim], n: int) -> list[list[Claim]]:
     return [claims[i * size:(i + 1) * size] for i in range(n)]
 
 
-def _load(model: str, base_url: str | None = None) -> Any:
+def _load(model: str, on: Any, base_url: str | None = None) -> Any:
+    """A model the stage calls but does not train, where the run's ``model`` settings
+    (``on``) say; ``base_url`` for one behind an API."""
     from factrl.lm.loader import load_lm
+    from factrl.train.setup import frozen_lm_options
 
-    return load_lm(model, base_url=base_url) if base_url else load_lm(model)
+    return load_lm(model, base_url=base_url) if base_url else load_lm(model, **frozen_lm_options(on))
 
 
 def _stage_config(cfg: GRPORunConfig, out: Path, model: str, env: str, params: dict[str, Any], n: int) -> GRPORunConfig:
@@ -84,13 +87,13 @@ class _Run:
     @property
     def judge(self) -> Any:
         if self._judge is None:
-            self._judge = _load(self.h.judge_model, self.h.judge_base_url)
+            self._judge = _load(self.h.judge_model, self.cfg.model, self.h.judge_base_url)
         return self._judge
 
     @property
     def answerer(self) -> Any:
         if self._answerer is None:
-            self._answerer = _load(self.h.answer_model, self.h.answer_base_url)
+            self._answerer = _load(self.h.answer_model, self.cfg.model, self.h.answer_base_url)
         return self._answerer
 
     def synth(self, stage: str, state: dict[str, Any], claims: list[Claim], first_only: bool) -> None:
@@ -98,8 +101,8 @@ class _Run:
 
         d = self.out / stage
         d.mkdir(parents=True, exist_ok=True)
-        reasoner = _load(state["reasoner"])
-        searcher = reasoner if state["searcher"] == state["reasoner"] else _load(state["searcher"])
+        reasoner = _load(state["reasoner"], self.cfg.model)
+        searcher = reasoner if state["searcher"] == state["reasoner"] else _load(state["searcher"], self.cfg.model)
         r = self.cfg.rollout
         make_env = env_factory(EnvSpec(name="haris", params=dict(self.cfg.env.params)), self.deps)
         trajs = run_episodes(make_env, claims, reasoner,
@@ -140,7 +143,7 @@ class _Run:
         sub = _stage_config(self.cfg, self.out / stage, state["reasoner"], "haris", self.cfg.env.params, len(claims))
         make_env = env_factory(EnvSpec(name="haris", params=dict(self.cfg.env.params)), self.deps)
         reward = build_reward(RewardSpec(name="haris_high", params=dict(self.cfg.reward.params)))
-        searcher = _load(state["searcher"])  # frozen: generates the searcher's segments, never trained here
+        searcher = _load(state["searcher"], self.cfg.model)  # frozen: generates the searcher's segments, never trained here
         final = train_grpo(sub, resume=True, claims=claims, make_env=make_env, reward=reward,
                            lms={"searcher": searcher})
         state["reasoner"] = str(final)

@@ -11,22 +11,28 @@ from factrl.train.config import GRPORunConfig
 __all__ = ["evaluate_held_out", "learning_table"]
 
 
-def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_size: int = 32,
+def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_size: int | None = None,
                       lms: dict[str, str] | None = None, deps: Any = None) -> dict[str, Any]:
-    """Greedy evaluation of ``model`` on the run's held-out claims (resumable); ``lms``
-    maps other roles to models (HARIS: ``{"searcher": path}``)."""
+    """Greedy evaluation of ``model`` on the run's held-out claims (resumable), on the
+    run's ``model.device``/``model.dtype``; ``batch_size`` episodes at a time (None: the
+    device's generation batch, 32 on CPU); ``lms`` maps other roles to models (HARIS:
+    ``{"searcher": path}``)."""
     from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm
+    from factrl.lm.loader import load_lm, remote_backend
     from factrl.rollout import RolloutConfig
     from factrl.datasets.prepare import prepare_splits
-    from factrl.train.setup import run_env_factory, run_reward
+    from factrl.train.setup import frozen_lm_options, run_env_factory, run_reward
 
     _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))  # the split training recorded
-    lm = load_lm(model)
+    on = frozen_lm_options(cfg.model)
+    local = batch_size and remote_backend(model) is None
+    lm = load_lm(model, **on, **({"max_batch_size": batch_size} if local else {}))
+    batch_size = batch_size or getattr(lm, "max_batch_size", 32)
     info = {"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params},
-            "held_out": len(held_out), "dataset": cfg.data.dataset}
+            "held_out": len(held_out), "dataset": cfg.data.dataset,
+            "batch_size": batch_size, **(lm.runtime_info() if hasattr(lm, "runtime_info") else {})}
     make_env = run_env_factory(cfg, deps)
-    role_lms = {role: (lm if path == model else load_lm(path)) for role, path in (lms or {}).items()}
+    role_lms = {role: (lm if path == model else load_lm(path, **on)) for role, path in (lms or {}).items()}
     if role_lms:
         info["lms"] = dict(lms or {})
     reward = run_reward(cfg, make_env)

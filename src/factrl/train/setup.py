@@ -8,9 +8,19 @@ from typing import Any
 
 from factrl.envs import Env, EnvDeps, EnvSpec, deps_from_index, env_factory
 from factrl.rewards import Reward, RewardDeps, RewardSpec, build_reward
-from factrl.train.config import GRPORunConfig
+from factrl.train.config import GRPORunConfig, ModelSettings
 
-__all__ = ["load_reward_lm", "run_deps", "run_env_factory", "run_reward"]
+__all__ = ["frozen_lm_options", "load_reward_lm", "run_deps", "run_env_factory", "run_reward"]
+
+
+def frozen_lm_options(model: ModelSettings) -> dict[str, str]:
+    """``load_lm`` keywords for the models a run calls but does not train (a searcher,
+    a judge, the held-out evaluation's policy): ``model.device`` and ``model.dtype``
+    resolved (auto: CUDA and bfloat16 when the machine has them, else CPU float32)."""
+    from factrl.lm.device import resolve_device, resolve_dtype
+
+    device = resolve_device(model.device)
+    return {"device": device, "dtype": resolve_dtype(model.dtype, device)}
 
 
 def run_deps(cfg: GRPORunConfig) -> EnvDeps:
@@ -43,20 +53,20 @@ def run_reward(cfg: GRPORunConfig, make_env: Callable[[], Env]) -> Reward:
                                      params=dict(cfg.reward.params)))
     roles = tuple(getattr(reward, "lm_roles", ()))
     if roles:
-        lm = load_reward_lm(cfg.reward.verifier or cfg.model.id, base_url=cfg.reward.verifier_base_url)
+        lm = load_reward_lm(cfg.reward.verifier or cfg.model.id, base_url=cfg.reward.verifier_base_url,
+                            on=cfg.model)
         reward = reward.configure({}, RewardDeps(lms=dict.fromkeys(roles, lm)))
     return reward
 
 
-def load_reward_lm(model: str, *, base_url: str | None = None) -> Any:
+def load_reward_lm(model: str, *, base_url: str | None = None, on: ModelSettings | None = None) -> Any:
     """A reward's LM: over HTTP for ``openai:NAME`` (with ``base_url``), else loaded here
-    (on the GPU when there is one) and never trained."""
+    where ``on`` (the run's ``model`` settings) says, auto by default (on the GPU when
+    there is one), and never trained."""
     from factrl.lm.loader import load_lm, remote_backend
 
     if remote_backend(model) is not None:
         return load_lm(model, **({"base_url": base_url} if base_url else {}))
     if base_url:
         raise ValueError(f"reward.verifier_base_url is for an openai:NAME verifier, not {model!r}")
-    import torch
-
-    return load_lm(model, device="cuda" if torch.cuda.is_available() else "cpu")
+    return load_lm(model, **frozen_lm_options(on or ModelSettings()))

@@ -9,6 +9,7 @@ every retrieved observation are labelled -100, as in RL.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,11 @@ class SFTSettings:
     gradient_checkpointing: bool = True  # TRL's default; off is faster when memory allows
     lr_scheduler_type: str = "linear"
     warmup_steps: int = 0
+    # Where it trains (auto: the first visible GPU when there is one, else CPU) and its
+    # mixed precision (auto: bfloat16 on a GPU that has it, else float32); float32 master
+    # weights either way. factrl.train.config.training_precision resolves them.
+    device: str = "auto"
+    dtype: str = "auto"
 
 
 # Agents whose verdict cites no evidence ids: fully correct = every stage well formed and
@@ -112,7 +118,10 @@ def train_sft(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
     from factrl.evaluate import read_trajectories
     from factrl.lm.loader import resolve_model_path
 
+    from factrl.train.config import precision_args, training_precision
+
     s = settings or SFTSettings()
+    device, dtype = training_precision(s.device, s.dtype)  # refused before any data is read
     files = [Path(trajectories)] if isinstance(trajectories, (str, Path)) else [Path(f) for f in trajectories]
     trajs = [t for f in files for t in read_trajectories(f)]
     keep = select_correct(trajs)
@@ -139,10 +148,18 @@ def train_sft(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
     args = SFTConfig(
         output_dir=str(out_dir), learning_rate=s.learning_rate, num_train_epochs=s.epochs,
         per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.gradient_accumulation_steps,
-        max_length=s.max_length, seed=s.seed, save_steps=s.save_steps, bf16=False, report_to=[],
+        max_length=s.max_length, seed=s.seed, save_steps=s.save_steps, report_to=[], **precision_args(device, dtype),
         logging_steps=1, dataloader_num_workers=0, gradient_checkpointing=s.gradient_checkpointing,
         lr_scheduler_type=s.lr_scheduler_type, warmup_steps=s.warmup_steps,
     )
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    from dataclasses import asdict
+
+    from factrl.lm.device import describe_device
+
+    (Path(out_dir) / "settings.json").write_text(json.dumps(
+        {**asdict(s), "device": device, "dtype": dtype, "model": model, "examples": len(examples),
+         "runtime": describe_device(device)}, indent=1) + "\n")
     trainer = SFTTrainer(model=model_path, args=args, train_dataset=Dataset.from_list(examples),
                          processing_class=tok, peft_config=peft_config)
     trainer.train()

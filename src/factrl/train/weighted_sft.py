@@ -74,6 +74,11 @@ class WeightedSFTSettings:
     # shipped agent's) on ``model_path`` as its base, instead of a new one: the result
     # keeps its rank, so it exports without truncation. lora_* settings are then unused.
     init_adapter: str | None = None
+    # Where it trains (auto: CUDA when available, cuda:N honoured) and its autocast
+    # precision (auto: bfloat16 on a GPU that has it, else float32); the LoRA weights stay
+    # float32. A resumed run may change either.
+    device: str = "auto"
+    dtype: str = "auto"
 
 
 def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_weight: float,
@@ -144,8 +149,8 @@ def _schedule(settings: WeightedSFTSettings, epoch_batches: list[list[list[int]]
 
 def _identity(s: WeightedSFTSettings) -> dict[str, Any]:
     """The settings that shape the trained weights (a resumed run must match them; its
-    time limits may change)."""
-    return {k: v for k, v in asdict(s).items() if k not in ("save_minutes", "max_minutes")}
+    time limits, device and precision may change)."""
+    return {k: v for k, v in asdict(s).items() if k not in ("save_minutes", "max_minutes", "device", "dtype")}
 
 
 def _trim_log(path: Path, step: int) -> None:
@@ -175,7 +180,11 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     from peft.utils import get_peft_model_state_dict
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from factrl.lm.device import describe_device, torch_dtype
+    from factrl.train.config import training_precision
+
     s = settings or WeightedSFTSettings()
+    device, dtype = training_precision(s.device, s.dtype, trainer="plain")
     out_dir = Path(out_dir)
     final = out_dir / "final"
     if (final / "config.json").exists():
@@ -195,6 +204,12 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     else:
         model = get_peft_model(base, LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=0.0,
                                                 target_modules=s.lora_target_modules, task_type="CAUSAL_LM"))
+    model.to(device)
+    # mixed precision: float32 weights, bf16/fp16 autocast; fp16 gradients need loss scaling
+    mixed = dtype != "float32"
+    autocast = torch.autocast(torch.device(device).type, dtype=torch_dtype(dtype if mixed else "bfloat16"),
+                              enabled=mixed)
+    scaler = torch.amp.GradScaler(torch.device(device).type, enabled=dtype == "float16")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=s.learning_rate, weight_decay=0.0)
     total = len(steps)
@@ -208,7 +223,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     ckpt = out_dir / "checkpoint"
     start = 0
     if (ckpt / "state.pt").exists():
-        state = torch.load(ckpt / "state.pt", weights_only=False)
+        state = torch.load(ckpt / "state.pt", weights_only=False, map_location="cpu")
         if state["total"] != total or state["settings"] != _identity(s):
             raise ValueError(f"{ckpt} was written by another run (other settings or data); remove it to start over")
         set_peft_model_state_dict(model, state["adapter"])
@@ -216,7 +231,8 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
         start = state["step"]
         print(f"resuming at step {start} of {total}", file=sys.stderr, flush=True)
     _trim_log(out_dir / "log.jsonl", start)
-    (out_dir / "settings.json").write_text(json.dumps({**asdict(s), "examples": len(examples),
+    (out_dir / "settings.json").write_text(json.dumps({**asdict(s), "device": device, "dtype": dtype,
+                                                       "runtime": describe_device(device), "examples": len(examples),
                                                        "tokens": sum(lengths), "steps": total}, indent=1) + "\n")
     inner = model.base_model.model  # the causal LM with the LoRA layers in place
     pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
@@ -236,19 +252,23 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
                 attn[b, :n] = 1
                 tgt[b, :n] = torch.tensor(r["labels"])
                 wts[b, :n] = torch.tensor(r["weights"])
-            hidden = inner.model(input_ids=ids, attention_mask=attn).last_hidden_state
+            ids, attn, tgt, wts = (x.to(device) for x in (ids, attn, tgt, wts))
             # position p predicts token p + 1: project only the positions with a target
             tgt, wts = tgt[:, 1:], wts[:, 1:]
             keep = tgt != -100
-            logits = inner.lm_head(hidden[:, :-1][keep]).float()
+            with autocast:
+                hidden = inner.model(input_ids=ids, attention_mask=attn).last_hidden_state
+                logits = inner.lm_head(hidden[:, :-1][keep]).float()
             ce = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="none")
             w = wts[keep]
             loss = (ce * w).sum() / w.sum()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             opt.zero_grad(set_to_none=True)
             plain = float(ce.detach().mean())
             rec = {"step": step + 1, "of": total, "loss": round(float(loss.detach()), 4), "token_loss": round(plain, 4),
@@ -270,6 +290,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
                 print(f"stopping after {s.max_minutes} minutes at step {step + 1} of {total}",
                       file=sys.stderr, flush=True)
                 break
+    model.to("cpu")
     model.save_pretrained(out_dir / "adapter")
     merged = model.merge_and_unload()
     merged.save_pretrained(final)

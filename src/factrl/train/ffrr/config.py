@@ -115,6 +115,18 @@ class FFRRRunConfig:
     ffrr: FFRRSettings = field(default_factory=FFRRSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
     output_dir: str = "runs/ffrr"
+    # Where the LM scorer and the trained encoder run: auto (CUDA when available), cpu,
+    # cuda or cuda:N; dtype: the LM scorer's weights (auto: bfloat16 on a GPU that has it,
+    # else float32). The encoder trains in float32 whatever dtype says.
+    device: str = "auto"
+    dtype: str = "auto"
+
+    def runtime(self) -> tuple[str, str]:
+        """``(device, dtype)`` resolved for this machine (:mod:`factrl.lm.device`)."""
+        from factrl.lm.device import resolve_device, resolve_dtype
+
+        device = resolve_device(self.device)
+        return device, resolve_dtype(self.dtype, device)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -56,7 +56,7 @@ class Candidates:
         import torch
 
         assert self.rows is not None
-        d = torch.from_numpy(self.vectors[[self.rows[p.id] for p in docs]])
+        d = torch.from_numpy(self.vectors[[self.rows[p.id] for p in docs]]).to(policy.device)
         return policy.log_probs(policy.embed([query])[0], d)
 
     def get(self, queries: Sequence[str]) -> list[list[Passage]]:
@@ -180,7 +180,7 @@ def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, 
 def _kl_term(policy: DualEncoderPolicy, cands: Candidates, query: str, lp: Any, kl_coef: float,
              stats: dict[str, float]) -> Any:
     """kl_coef · KL(π_θ ‖ π_0) over D′ (π_0: the frozen retriever's own scores / τ)."""
-    ref = cands.ref_log_probs(query, policy.tau)
+    ref = cands.ref_log_probs(query, policy.tau).to(lp.device)
     kl = (lp.exp() * (lp - ref)).sum()
     stats["kl"] = float(kl.detach())
     return kl_coef * kl

@@ -112,7 +112,8 @@ def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], 
                              f"(factrl index build --model {model_dir} ...) and pass it as eval.index, "
                              "or re-rank the frozen index's pools (eval.pool_depth > 0)")
         index = load_index(e.index or cfg.retriever.index)
-    encoder = TextEncoder(str(model_dir), precision="fp32", max_seq_length=cfg.retriever.max_seq_length)
+    encoder = TextEncoder(str(model_dir), precision="fp32", max_seq_length=cfg.retriever.max_seq_length,
+                          device=cfg.runtime()[0])
     reranker = PoolReranker(encoder, index, e.pool_depth)
     texts = [c.text for c in claims]
     k_max = max([*e.ks, f.top_k])

@@ -52,7 +52,7 @@ class DualEncoderPolicy:
             raise TypeError("embed takes a sequence of texts, not one string")
         texts = list(texts)
         if not texts:
-            return torch.zeros((0, self.dim))
+            return torch.zeros((0, self.dim), device=self.device)
         prepare = getattr(self.st, "preprocess", None) or self.st.tokenize
         out = []
         with torch.set_grad_enabled(grad):

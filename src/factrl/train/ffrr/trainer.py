@@ -63,7 +63,8 @@ def load_scorer(cfg: FFRRRunConfig, *, reward: bool = False) -> Any:
 
     s = cfg.scorer
     kw: dict[str, Any] = {"base_url": s.base_url} if s.model.startswith("openai:") and s.base_url else {}
-    lm = load_lm(s.model, **kw)
+    device, dtype = cfg.runtime()
+    lm = load_lm(s.model, device=device, dtype=dtype, **kw)
     if reward and s.reward == "claim_likelihood":
         from factrl.lm.claim_likelihood import ClaimLikelihoodScorer
 
@@ -73,16 +74,20 @@ def load_scorer(cfg: FFRRRunConfig, *, reward: bool = False) -> Any:
                        batch_size=s.batch_size)
 
 
-def scorer_fingerprint(cfg: FFRRRunConfig) -> dict[str, Any]:
-    """What makes two scorers' rows interchangeable (kept beside the score cache)."""
+def scorer_fingerprint(cfg: FFRRRunConfig, dtype: str = "float32") -> dict[str, Any]:
+    """What makes two scorers' rows interchangeable (kept beside the score cache): a
+    local LM's weights in another ``dtype`` than float32 (every earlier cache's) score
+    differently, so such a dtype is part of it."""
     from factrl.lm.label_scores import FFRR_TEMPLATE
+    from factrl.lm.loader import remote_backend
 
     s = cfg.scorer
+    local = {"dtype": dtype} if dtype != "float32" and remote_backend(s.model) is None else {}
     if s.reward == "claim_likelihood":
         return {"model": s.model, "base_url": s.base_url, "reward": s.reward, "max_doc_chars": s.max_doc_chars,
-                "template": s.likelihood_template}
+                "template": s.likelihood_template, **local}
     return {"model": s.model, "base_url": s.base_url, "form": s.form, "label_words": list(s.label_words.values()),
-            "max_doc_chars": s.max_doc_chars, "template": FFRR_TEMPLATE}
+            "max_doc_chars": s.max_doc_chars, "template": FFRR_TEMPLATE, **local}
 
 
 def open_score_cache(cfg: FFRRRunConfig, scorer: Any) -> Any:
@@ -90,7 +95,7 @@ def open_score_cache(cfg: FFRRRunConfig, scorer: Any) -> Any:
     from factrl.train.ffrr.episodes import ScoreCache
 
     path = Path(cfg.scorer.cache) if cfg.scorer.cache else Path(cfg.output_dir) / "lm_scores.jsonl"
-    cache = ScoreCache(scorer, path, scorer_fingerprint(cfg))
+    cache = ScoreCache(scorer, path, scorer_fingerprint(cfg, getattr(getattr(scorer, "lm", None), "dtype", "float32")))
     _say(f"LM score cache {path}: {len(cache)} rows" + (f" ({cache.torn} torn lines skipped)" if cache.torn else ""))
     return cache
 
@@ -173,10 +178,15 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
     from factrl.train.ffrr.episodes import Candidates, ScoreCache
     from factrl.train.ffrr.policy import DualEncoderPolicy
 
+    from factrl.lm.device import describe_device
+
     f = cfg.ffrr
+    device, dtype = cfg.runtime()  # a device this machine lacks fails here, before anything is written
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n", encoding="utf-8")
+    (out / "config.json").write_text(json.dumps({**cfg.to_dict(), "device": device, "dtype": dtype,
+                                                 "runtime": describe_device(device)}, indent=2) + "\n",
+                                     encoding="utf-8")
     train, _ = prepare_splits(cfg.data, out)
     index = load_index(cfg.retriever.index)
     frozen = _frozen_retriever(index)
@@ -187,7 +197,7 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
     random.seed(f.seed)
     torch.manual_seed(f.seed)
     rng = random.Random(f.seed)
-    policy = DualEncoderPolicy(model, tau=f.tau, max_seq_length=cfg.retriever.max_seq_length)
+    policy = DualEncoderPolicy(model, tau=f.tau, max_seq_length=cfg.retriever.max_seq_length, device=device)
     if f.method == "frozen":
         final = policy.save(out / "final")
         _write_summary(out, cfg, {"steps": 0, "method": "frozen"})
@@ -217,7 +227,7 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
         from factrl.lm.loader import load_lm
         from factrl.train.ffrr.questions import decompose_claims
 
-        qlm = scorer.lm if cfg.questions_lm is None else load_lm(cfg.questions_lm)
+        qlm = scorer.lm if cfg.questions_lm is None else load_lm(cfg.questions_lm, device=device, dtype=dtype)
         qs = decompose_claims([c for c, _ in usable], qlm, cache=out / "questions.jsonl",
                               max_questions=f.max_questions)
         questions = qs.questions
@@ -338,5 +348,6 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
 
 
 def _write_summary(out: Path, cfg: FFRRRunConfig, info: dict[str, Any]) -> None:
-    summary = {"preset": cfg.preset.name, "paper": cfg.preset.paper, **info}
+    device, dtype = cfg.runtime()
+    summary = {"preset": cfg.preset.name, "paper": cfg.preset.paper, "device": device, "dtype": dtype, **info}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
