@@ -56,3 +56,19 @@ def test_split_writes_the_runs_split_once_and_grpo_would_reuse_it(tmp_path):
     bad = runner.invoke(app, ["train", "split", "--config", "profact_cpu", "--set", "data.data_dir=/nonexistent",
                               "--out", str(tmp_path / "bad")])
     assert bad.exit_code == 1 and "error:" in bad.output
+
+
+def test_filter_runs_the_judge_on_the_requested_device_and_dtype(tmp_path):
+    from factrl.lm.tiny import build_tiny_model
+
+    tiny = build_tiny_model(tmp_path / "tiny", layers=1, hidden=32, heads=2)
+    claims = tmp_path / "claims.jsonl"
+    claims.write_text(json.dumps({"id": "n1", "claim": "The Nile flows north.", "label": "SUPPORT",
+                                  "evidence": ["nile_0"], "evidence_text": {"nile_0": "It flows north."}}) + "\n")
+    out = tmp_path / "filter"
+    res = runner.invoke(app, ["train", "filter", "--dataset", "jsonl", "--data-dir", str(claims), "--model", str(tiny),
+                              "--out", str(out), "--device", "cpu", "--dtype", "bfloat16"])
+    assert res.exit_code == 0, res.output
+    info = json.loads((out / "run.json").read_text())
+    assert (info["device"], info["dtype"], info["batch_size"], info["max_batch_size"]) == ("cpu", "bfloat16", 16, 32)
+    assert "kept 0 of 1 claims" in res.output  # a random model solves nothing

@@ -158,3 +158,18 @@ def test_the_agents_own_context_size_is_the_default(tmp_path, monkeypatch):
     assert resolve_context_sentences(9, "factrl-agent", "veri_r1") == 9  # an explicit value wins
     assert resolve_context_sentences(None, "smollm2-base", "veri_r1") == 16
     assert resolve_context_sentences(None, None, "veri_r1") == 16
+
+
+def test_export_adapter_cli_computes_on_the_device_asked_and_records_it(base, tmp_path):
+    from typer.testing import CliRunner
+
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    _lora_tuned(base, tmp_path / "tuned", rank=2, seed=5)
+    r = CliRunner().invoke(app, ["export", "adapter", "--model", str(tmp_path / "tuned"), "--base", str(base),
+                                 "--out", str(tmp_path / "adapter"), "--rank", "2", "--dtype", "float32",
+                                 "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "adapter" / MANIFEST_FILE).read_text())
+    assert manifest["adapter"]["device"] == "cpu" and manifest["adapter"]["energy_kept"] == pytest.approx(1.0)

@@ -102,6 +102,21 @@ def test_coordinated_round_with_resume(tiny_model, tmp_path, monkeypatch):
     assert saved["done"] == stage_names(1)
 
 
+def test_frozen_models_load_on_the_runs_device_and_dtype(monkeypatch):
+    """The searcher, judge and answerer a stage calls (never trains) follow model.device
+    and model.dtype; one behind an API gets its base_url only."""
+    import factrl.lm.loader as loader
+    from factrl.train import haris
+
+    loads = []
+    monkeypatch.setattr(loader, "load_lm", lambda model, **kw: loads.append((model, kw)))
+    cfg = load_run_config("haris_cpu", {"model.device": "cpu", "model.dtype": "bf16"})
+    haris._load("searcher-dir", cfg.model)
+    haris._load("openai:judge", cfg.model, "http://127.0.0.1:1/v1")
+    assert loads == [("searcher-dir", {"device": "cpu", "dtype": "bfloat16"}),
+                     ("openai:judge", {"base_url": "http://127.0.0.1:1/v1"})]
+
+
 def test_presets_hold_the_papers_settings():
     paper = load_run_config("haris")
     g, r = paper.grpo, paper.rollout

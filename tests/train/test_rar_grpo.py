@@ -117,14 +117,18 @@ def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_pat
         return "I don't know." if "?" in ctx else "The Nile flows north. The Nile is 9 km long."
 
     judge, policy = ScriptedLM(answer), ScriptedLM(answer)
+    loads = []  # (model, load_lm keywords)
     monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None, on=None: judge)
-    monkeypatch.setattr(loader, "load_lm", lambda model, **kw: policy)
+    monkeypatch.setattr(loader, "load_lm", lambda model, **kw: loads.append((model, kw)) or policy)
     cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {
         "output_dir": str(tmp_path), "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE),
-        "data.held_out_fraction": 0.6, "env.name": "rar", "reward.name": "rar"})
+        "data.held_out_fraction": 0.6, "env.name": "rar", "reward.name": "rar", "model.dtype": "bfloat16"})
     for name in ("eval_before", "eval_after"):
         m = evaluate_held_out(cfg, "m", tmp_path / name)
         assert m["agent_metrics"]["n"] == 3 and m["mean_reward"] == 1.0
+    # the policy evaluated where the run's model settings say (auto device: the CPU here)
+    assert loads[0] == ("m", {"device": "cpu", "dtype": "bfloat16"})
+    assert json.loads((tmp_path / "eval_before" / "run.json").read_text())["batch_size"] == 32
     summary = json.loads((tmp_path / "eval_after" / "hallucination.json").read_text())
     assert (summary["n_long"], summary["n_short"]) == (2, 1)  # held out: p1, p2, q1
     table = learning_table(tmp_path)

@@ -67,6 +67,10 @@ def test_sft_trains_a_tiny_model(tmp_path):
     a = AutoModelForCausalLM.from_pretrained(str(tiny)).state_dict()
     b = AutoModelForCausalLM.from_pretrained(str(final)).state_dict()
     assert any(not torch.equal(a[k], b[k]) for k in a)
+    import json
+
+    recorded = json.loads((tmp_path / "sft" / "settings.json").read_text())  # auto: the CPU, float32
+    assert (recorded["device"], recorded["dtype"], recorded["examples"]) == ("cpu", "float32", 1)
 
 
 def test_sft_cli_max_length_skips_and_says_so(tmp_path):

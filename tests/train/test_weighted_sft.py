@@ -1,4 +1,5 @@
 import json
+import math
 
 import pytest
 
@@ -153,10 +154,14 @@ def test_train_sft_cli_decision_weight(teacher_run, tmp_path):
     tiny = build_tiny_model(tmp_path / "tiny", layers=1, hidden=32, heads=2)
     args = ["train", "sft", "--trajectories", str(teacher_run), "--model", str(tiny), "--out", str(tmp_path / "sft"),
             "--decision-weight", "3", "--learning-rate", "0.01", "--epochs", "1"]
-    res = CliRunner().invoke(app, args)
+    res = CliRunner().invoke(app, [*args, "--device", "cpu", "--dtype", "bf16"])  # bf16 autocast on the CPU
     assert res.exit_code == 0, res.output
     assert (tmp_path / "sft" / "final" / "config.json").exists()
-    assert json.loads((tmp_path / "sft" / "settings.json").read_text())["decision_weight"] == 3.0
+    recorded = json.loads((tmp_path / "sft" / "settings.json").read_text())
+    assert recorded["decision_weight"] == 3.0
+    assert (recorded["device"], recorded["dtype"]) == ("cpu", "bfloat16")
+    log = [json.loads(x) for x in (tmp_path / "sft" / "log.jsonl").read_text().splitlines()]
+    assert log and all(math.isfinite(r["loss"]) for r in log)
     res = CliRunner().invoke(app, [*args[:-4], "--max-length", "16", "--out", str(tmp_path / "short")])
     assert res.exit_code == 1 and "longer than max_length=16" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(app, ["train", "sft", "--trajectories", str(teacher_run), "--out", str(tmp_path / "x"),

@@ -52,6 +52,7 @@ def test_ffrr_document_level_trains_logs_and_saves(setup):
     assert (final / "modules.json").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["failures"] == {} and summary["lm_rows"] > 0
+    assert (summary["device"], summary["dtype"]) == ("cpu", "float32")  # auto, on this machine
     # SciFact's CONFLICTING has no label word: counted, not silently trained on
     assert set(summary["skipped_labels"]) <= {"CONFLICTING"}
 
@@ -148,11 +149,15 @@ def test_cli_trains_evaluates_and_the_model_reindexes(setup):
             f"retriever.index={root / 'index'}", "retriever.max_seq_length=64", f"scorer.model={lm}",
             "scorer.max_doc_chars=200", "ffrr.candidates=4", "ffrr.top_k=2", "ffrr.max_samples=3",
             "ffrr.max_steps=1", "ffrr.batch_size=2", "eval.pool_depth=4", "ffrr.doc_side=encode"]
-    args = ["train", "ffrr", "--config", "ffrr_cpu", "--out", str(out)]
+    args = ["train", "ffrr", "--config", "ffrr_cpu", "--out", str(out), "--device", "cpu", "--dtype", "bf16"]
     for s in sets:
         args += ["--set", s]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
+    # the LM scorer ran in bfloat16 (the encoder in float32), and the run says so
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["device"], summary["dtype"]) == ("cpu", "bfloat16")
+    assert json.loads((out / "lm_scores.jsonl.meta.json").read_text())["dtype"] == "bfloat16"
     ev = json.loads((out / "eval.json").read_text())
     assert ev["n_claims"] >= 3 and 0 <= ev["dense"]["ndcg@10"] <= 1 and 0 <= ev["hybrid"]["recall@10"] <= 1
     # each query's own figures are kept (for a paired test between encoders); they average to the mean
@@ -237,6 +242,10 @@ def test_score_cache_refuses_another_scorer_and_skips_a_torn_line(setup, tmp_pat
     other = scorer_fingerprint(cfg) | {"max_doc_chars": 999}
     with pytest.raises(ValueError, match="another scorer"):
         ScoreCache(scorer, path, other)
+    # float32 rows (every earlier cache's) are not bfloat16 rows
+    assert scorer_fingerprint(cfg, "float32") == scorer_fingerprint(cfg)
+    with pytest.raises(ValueError, match="another scorer"):
+        ScoreCache(scorer, path, scorer_fingerprint(cfg, "bfloat16"))
 
 
 def test_train_labels_keeps_only_those_claims(setup):
