@@ -197,7 +197,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
                           for e in range(math.ceil(s.epochs))])
     torch.manual_seed(s.seed)
     tok = AutoTokenizer.from_pretrained(model_path)
-    base = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     if s.init_adapter:
         model = PeftModel.from_pretrained(base, s.init_adapter, is_trainable=True)
         model.float()
