@@ -112,10 +112,10 @@ NO_REPEAT_NGRAM_HELP = ("Repetition guard: never generate a token that repeats a
                         "model turn (0 = off); local models only. Stops a small model looping on one evidence id "
                         "(see docs/benchmarks.md for its measured effect).")
 MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
-DEVICE_HELP = ("Where local models run: auto (CUDA when available, else CPU; the default), cpu, cuda or cuda:N. "
-               "Models behind an API (openai:MODEL) ignore it.")
-DTYPE_HELP = ("Local models' weights: auto (bfloat16 on a GPU that has it, else float32; the default), "
-              "float32, bfloat16 or float16.")
+DEVICE_CHOICES = "auto (CUDA when available, else CPU; the default), cpu, cuda or cuda:N"
+DTYPE_CHOICES = "auto (bfloat16 on a GPU that has it, else float32; the default), float32, bfloat16 or float16"
+DEVICE_HELP = f"Where local models run: {DEVICE_CHOICES} (not for models behind an API, openai:MODEL)."
+DTYPE_HELP = f"Local models' weights: {DTYPE_CHOICES}."
 
 
 def device_options(device: str | None, dtype: str | None, models: list[str]) -> dict[str, str]:

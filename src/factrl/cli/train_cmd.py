@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
-from factrl.cli._common import AGENT_HELP, CONTEXT_SENTENCES_HELP, DEVICE_HELP, DTYPE_HELP, MODE_HELP, PARAM_HELP
+from factrl.cli._common import (AGENT_HELP, CONTEXT_SENTENCES_HELP, DEVICE_CHOICES, DEVICE_HELP, DTYPE_CHOICES,
+                                DTYPE_HELP, MODE_HELP, PARAM_HELP)
 from factrl.cli.app import train_app
 
-TRAIN_DEVICE_HELP = DEVICE_HELP.replace("local models run", "it trains (TRL: the first visible GPU) and its "
-                                        "frozen models run") + " Sets model.device."
-TRAIN_DTYPE_HELP = ("Mixed precision (float32 master weights) and the frozen models' weights: auto (bfloat16 on a GPU "
-                    "that has it, else float32; the default), float32, bfloat16 or float16 (GPU only). "
-                    "Sets model.dtype.")
+TRAIN_DEVICE_HELP = (f"Where it trains (TRL: the first visible GPU) and its frozen models run: {DEVICE_CHOICES}. "
+                     "Sets model.device.")
+TRAIN_DTYPE_HELP = (f"Mixed precision (float32 master weights) and the frozen models' weights: {DTYPE_CHOICES} "
+                    "(float16: GPU only). Sets model.dtype.")
 
 
 def _parse_sets(sets: list[str]) -> dict[str, object]:
@@ -157,10 +157,10 @@ def sft(
     init_adapter: Path | None = typer.Option(
         None, "--init-adapter", help="With --decision-weight: continue this LoRA adapter (e.g. the shipped agent's)."),
     device: str = typer.Option(None, "--device", show_default="auto",
-                               help=DEVICE_HELP.replace("local models run", "it trains") +
-                               " Without --decision-weight TRL trains on the first visible GPU."),
+                               help=f"Where it trains: {DEVICE_CHOICES} (without --decision-weight, TRL trains "
+                                    "on the first visible GPU)."),
     dtype: str = typer.Option(None, "--dtype", show_default="auto",
-                              help="Mixed precision, float32 master weights: " + DTYPE_HELP.split(": ", 1)[1]),
+                              help=f"Mixed precision, float32 master weights: {DTYPE_CHOICES} (float16: GPU only)."),
 ) -> None:
     """SFT baseline (Veri-R1 App. H) on the teacher's fully correct trajectories."""
     from factrl.train.sft import SFTSettings, train_sft
@@ -316,11 +316,10 @@ def ffrr(
     eval_held_out: bool = typer.Option(
         True, "--eval-held-out/--no-eval-held-out", help="Evaluate the held-out claims after training."),
     device: str = typer.Option(None, "--device", show_default="auto",
-                               help=DEVICE_HELP.replace("local models run", "the LM scorer and the encoder run")
-                               + " Sets device."),
+                               help=f"Where the LM scorer and the encoder run: {DEVICE_CHOICES}. Sets device."),
     dtype: str = typer.Option(None, "--dtype", show_default="auto",
-                              help="The LM scorer's weights (the encoder trains in float32): "
-                                   + DTYPE_HELP.split(": ", 1)[1] + " Sets dtype."),
+                              help=f"The LM scorer's weights (the encoder trains in float32): {DTYPE_CHOICES}. "
+                                   "Sets dtype."),
 ) -> None:
     """Train the dense retriever from the LM's label scores (FFRR; REPLUG and frozen for
     comparison); writes metrics.jsonl, final/ (a sentence-transformers model) and eval.json."""
