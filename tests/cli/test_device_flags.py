@@ -25,6 +25,7 @@ def _commands(tmp):
         "train sft": ["train", "sft", "--trajectories", missing, "--out", str(tmp / "sft")],
         "train sft --decision-weight": ["train", "sft", "--trajectories", missing, "--out", str(tmp / "wsft"),
                                         "--decision-weight", "2"],
+        "train factworld": ["train", "factworld", "--out", str(tmp / "factworld")],
         "train filter": ["train", "filter", "--dataset", "jsonl", "--data-dir", missing, "--out", str(tmp / "f")],
         "export adapter": ["export", "adapter", "--model", missing, "--out", str(tmp / "adapter")],
     }

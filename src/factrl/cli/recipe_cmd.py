@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from factrl.cli._common import DEVICE_CHOICES, DTYPE_CHOICES
 from factrl.cli.app import train_app
 
 
@@ -21,13 +22,24 @@ def factworld(
     recipe_set: list[str] = typer.Option([], "--recipe", help="Override a recipe setting: --recipe teacher_noise=0.3 "
                                          "(fields of factrl.recipes.factworld.FactworldRecipe)."),
     eval_base: bool = typer.Option(False, "--eval-base", help="Also evaluate the untrained model."),
+    device: str = typer.Option(None, "--device", show_default="auto",
+                               help=f"Where every stage trains and evaluates: {DEVICE_CHOICES}."),
+    dtype: str = typer.Option(None, "--dtype", show_default="auto",
+                              help=f"Mixed precision (float32 master weights) and the evaluated models' weights: "
+                                   f"{DTYPE_CHOICES} (float16: GPU only)."),
 ) -> None:
     """Does the RL teach? A world, a deliberately imperfect warm-up, GRPO (and controls),
     held-out evaluation on another world with McNemar tests against the warm-up."""
     import dataclasses
 
     from factrl.recipes.factworld import STAGES, FactworldRecipe, run_recipe
-    from factrl.train.config import parse_overrides
+    from factrl.train.config import parse_overrides, training_precision
+
+    try:  # refused before any stage runs
+        training_precision(device, dtype)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--device/--dtype") from None
+    on = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
 
     fields = {f.name: f for f in dataclasses.fields(FactworldRecipe)}
     try:
@@ -36,7 +48,7 @@ def factworld(
         if unknown:
             raise ValueError(f"unknown recipe setting(s) {', '.join(unknown)}; known: {', '.join(fields)}")
         recipe = FactworldRecipe(preset=preset, model=model, controls=tuple(control), eval_base=eval_base,
-                                 grpo_overrides=parse_overrides(set_), **extra)
+                                 grpo_overrides=parse_overrides(set_), **{**on, **extra})
         run_recipe(recipe, out, stages=tuple(stage) or STAGES)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -58,6 +58,11 @@ class FactworldRecipe:
     grpo_overrides: dict[str, Any] = field(default_factory=dict)  # --set keys of the preset
     eval_batch: int = 32
     eval_base: bool = False  # also evaluate the untrained model
+    # Where every stage trains and evaluates (factrl.lm.device): auto = CUDA when available;
+    # dtype auto = bf16 mixed precision on a GPU that has it, else float32. A resumed run may
+    # change either.
+    device: str = "auto"
+    dtype: str = "auto"
 
 
 def _say(msg: str) -> None:
@@ -85,6 +90,7 @@ def _grpo_config(r: FactworldRecipe, out: Path, control: str) -> Any:
 
     sets: dict[str, Any] = {
         "data.dataset": "factworld", "data.data_dir": str(out / "world"), "env.index": str(out / "world" / "index"),
+        "model.device": r.device, "model.dtype": r.dtype,
         **r.grpo_overrides,
         "model.id": str(out / "warmup" / "final"), "grpo.control": control,
     }
@@ -158,7 +164,7 @@ def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
     _say(f"warm-up: {len(examples)} teacher episodes ({skipped} too long)")
     return train_weighted_sft(examples, path, out / "warmup", WeightedSFTSettings(
         learning_rate=r.sft_learning_rate, epochs=r.sft_epochs, decision_weight=r.sft_decision_weight,
-        max_minutes=r.sft_max_minutes, max_length=1024))
+        max_minutes=r.sft_max_minutes, max_length=1024, device=r.device, dtype=r.dtype))
 
 
 def _grpo(r: FactworldRecipe, out: Path, control: str) -> Path:
@@ -227,6 +233,7 @@ def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
+    from factrl.train.setup import frozen_lm_options
 
     d = out / "eval" / name.replace("@", "-").replace("%", "pct")
     if (d / "metrics.json").is_file():
@@ -234,10 +241,12 @@ def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str
     cfg = _grpo_config(r, out, "none")
     claims = heldout_claims(r, out)
     _say(f"eval {name}: {len(claims)} held-out claims")
-    return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), load_lm(str(model)), d,
+    lm = load_lm(str(model), **frozen_lm_options(cfg.model))
+    return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), lm, d,
                     rollout=RolloutConfig(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
                                           max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch),
-                    run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed}, progress=False)
+                    run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed,
+                              **lm.runtime_info()}, progress=False)
 
 
 def _correct_by_id(d: Path) -> dict[str, float]:
@@ -312,7 +321,8 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     if recorded.is_file():
         before = json.loads(recorded.read_text())
         now = _recipe_json(r)
-        changed = [k for k in now if k not in ("controls", "eval_base", "eval_batch") and before.get(k) != now[k]]
+        changed = [k for k in now if k not in ("controls", "eval_base", "eval_batch", "device", "dtype")
+                   and before.get(k) != now[k]]
         if changed:
             raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
     recorded.write_text(json.dumps(_recipe_json(r), indent=2) + "\n")
