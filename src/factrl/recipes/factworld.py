@@ -190,12 +190,22 @@ def _stage_models(r: FactworldRecipe, out: Path) -> dict[str, Path]:
         cfg = _grpo_config(r, out, control)
         run = Path(cfg.output_dir)
         steps = cfg.grpo.max_steps
-        marks = sorted({max(1, round(steps * f)) for f in r.checkpoints})
+        done = _last_step(run)  # a time budget can end a run before max_steps
+        marks = [m for m in sorted({max(1, round(steps * f)) for f in r.checkpoints}) if m < done]
+        if (run / "final" / "config.json").is_file() or (run / "final" / "adapter_config.json").is_file():
+            marks.append(done)
         for m in marks if control == "none" else marks[-1:]:
             name = ("grpo" if control == "none" else f"control-{control}") + f"@{round(100 * m / steps)}%"
-            src = run / "final" if m == steps and (run / "final" / "config.json").is_file() else run / f"checkpoint-{m}"
+            src = run / "final" if m == done else run / f"checkpoint-{m}"
             stages[name] = _merged(src, out / "warmup" / "final", out / "models" / name.replace("@", "-").replace("%", "pct"))
     return stages
+
+
+def _last_step(run: Path) -> int:
+    """The last optimiser step a GRPO run logged (0 when none)."""
+    from factrl.train.callbacks import read_metrics
+
+    return max((int(r.get("step", 0)) for r in read_metrics(run / "metrics.jsonl")), default=0)
 
 
 def _merged(src: Path, base: Path, dest: Path) -> Path:
