@@ -95,7 +95,9 @@ def test_verification_without_questions_and_a_wrong_label():
      "model wrote <result>"),
     ("<search>q</search><verification>\\boxed{Support}</verification>", Label.SUPPORT, True, "unexpected tag <search>"),
     ("<verification>\\boxed{Support} \\boxed{Refute}</verification>", Label.REFUTE, True, "2 \\boxed labels"),
-    ("<think>unclosed <verification>\\boxed{Support}</verification>", None, False, "nested"),
+    # the paper asks questions inside an open <think>, but verifies after it (the label is
+    # still read; the format is wrong)
+    ("<think>unclosed <verification>\\boxed{Support}</verification>", Label.SUPPORT, True, "inside <think>"),
 ])
 def test_malformed_reasoner_turns_never_raise(text, label, answered, error):
     traj = run("haris", scripted([text]))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, POLICY, EpisodeResult, StepResult, Switch
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, budgeted_verdict, parse_turn, split_turns
+from factrl.envs.haris.protocol import TurnAction, TurnParser, budgeted_verdict, parse_turns
 from factrl.envs.haris.searcher import SEARCHER_STOP, SearcherConfig, SearchSession, result_block, searcher_messages
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
@@ -28,6 +28,8 @@ __all__ = ["HarisConfig", "HarisEnv", "SEARCHER", "parse_reasoner_text"]
 
 SEARCHER = "searcher"  # the role of the search agent's contexts
 _ACTIONS = ("question", "verification")
+_INNER = ("question",)  # asked inside an open <think> in the paper's rollouts (Figures 7, 9)
+_STOP = ("</question>", "</verification>")
 
 
 @dataclass(frozen=True)
@@ -52,19 +54,20 @@ class HarisConfig:
 def parse_reasoner_text(model_text: str, max_questions: int) -> Verdict:
     """The verdict of a reasoner's model turns joined (reports excluded): each turn ends
     at ``</question>`` or ``</verification>``."""
-    acts = [parse_turn(t, _ACTIONS) for t in split_turns(model_text, ("</question>", "</verification>"))]
-    return _verdict(acts, max_questions)
+    acts, extra = parse_turns(model_text, _STOP, _ACTIONS, inner=_INNER)
+    return _verdict(acts, max_questions, extra)
 
 
-def _verdict(acts: list[TurnAction], max_questions: int) -> Verdict:
-    return budgeted_verdict(acts, final_kind="verification", counted_kind="question", budget=max_questions)
+def _verdict(acts: list[TurnAction], max_questions: int, extra: list[str] | None = None) -> Verdict:
+    return budgeted_verdict(acts, final_kind="verification", counted_kind="question", budget=max_questions,
+                            extra=extra or ())
 
 
 class HarisEnv:
     """The reasoner's episode with its search agent's sub-episodes inside."""
 
     name = "haris"
-    stop = ("</question>", "</verification>")
+    stop = _STOP
     default_reward = "haris_high"
 
     def __init__(self, retriever: Retriever | None, config: HarisConfig | None = None) -> None:
@@ -81,6 +84,7 @@ class HarisEnv:
             raise ValueError(f"claim {claim.id!r} has empty text")
         self._claim = claim
         self._acts: list[TurnAction] = []
+        self._parser = TurnParser(_ACTIONS, inner=_INNER)
         self._sessions: list[SearchSession] = []
         self._session: SearchSession | None = None
         self._over_budget = False
@@ -92,7 +96,7 @@ class HarisEnv:
             raise RuntimeError("step() before reset()")
         if self._session is not None:
             return self._searcher_step(model_text)
-        act = parse_turn(model_text, _ACTIONS)
+        act = self._parser.parse(model_text)
         self._acts.append(act)
         if act.kind != "question":  # the verification, or a turn with no action (EOS): the end
             return StepResult(observation=None, done=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, parse_turn
+from factrl.envs.haris.protocol import TurnAction, TurnParser, parse_turns
 from factrl.envs.spec import EnvDeps
 from factrl.envs.veri_r1 import render_information
 from factrl.retrieval.base import Retriever
@@ -23,6 +23,8 @@ from factrl.types import Claim, Message, Verdict
 __all__ = ["SearcherConfig", "SearchSession", "HarisSearcherEnv", "searcher_messages", "SEARCHER_STOP"]
 
 SEARCHER_STOP = ("</search>", "</report>")
+_ACTIONS = ("search", "report")
+_INNER = ("search",)  # searches inside an open <think>, as the paper's rollouts
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,13 @@ class SearchSession:
     done: bool = False
     search_seconds: float = 0.0
     budget_errors: list[str] = field(default_factory=list)
+    parser: TurnParser = field(default_factory=lambda: TurnParser(_ACTIONS, inner=_INNER), repr=False)
 
     def step(self, text: str) -> str | None:
         """The observation for the agent's next turn, or None when the session is over."""
         if self.done:
             raise RuntimeError("step() after the search agent reported")
-        act = parse_turn(text, ("search", "report"))
+        act = self.parser.parse(text)
         self.turns.append(act)
         if act.kind == "report":
             self.report, self.done = act.content, True
@@ -153,11 +156,16 @@ class HarisSearcherEnv:
                              meta={"report": s.report, "question": s.question})
 
     def parse_verdict(self, model_text: str) -> Verdict:
-        """Whether the text holds a report (searches cannot be replayed from text)."""
-        act = parse_turn(model_text.split("</search>")[-1], ("search", "report"))
-        ok = act.kind == "report"
-        return Verdict(label=None, format_ok=ok and not act.errors,
-                       format_errors=act.errors if ok else ["no answer: no <report>"] + act.errors, answered=ok)
+        """Whether the text's turns end in a report (searches cannot be replayed from text,
+        so their budget is not checked here)."""
+        acts, extra = parse_turns(model_text, SEARCHER_STOP, _ACTIONS, inner=_INNER)
+        at = next((i for i, a in enumerate(acts) if a.kind == "report"), None)
+        errors = extra + [e for a in acts for e in a.errors]
+        if at is not None and at != len(acts) - 1:
+            errors.append("text outside tags (after the report)")
+        if at is None:
+            errors.insert(0, "no answer: no <report>")
+        return Verdict(label=None, format_ok=not errors, format_errors=errors, answered=at is not None)
 
 
 @ENVS.register("haris_searcher")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, budgeted_verdict, parse_turn, split_turns
+from factrl.envs.haris.protocol import TurnAction, TurnParser, budgeted_verdict, parse_turns
 from factrl.envs.haris.searcher import SearcherConfig, SearchSession, result_block
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
@@ -18,6 +18,8 @@ from factrl.types import Claim, Message, Verdict
 __all__ = ["SingleConfig", "HarisSingleEnv", "parse_single_text"]
 
 _ACTIONS = ("search", "answer")
+_INNER = ("search",)  # searches inside an open <think>, as the paper's Figure 8
+_STOP = ("</search>", "</answer>")
 
 
 @dataclass(frozen=True)
@@ -29,17 +31,18 @@ class SingleConfig:
 
 def parse_single_text(model_text: str, max_searches: int) -> Verdict:
     """The verdict of the model's turns joined (results excluded)."""
-    return _verdict([parse_turn(t, _ACTIONS) for t in split_turns(model_text, ("</search>", "</answer>"))],
-                    max_searches)
+    acts, extra = parse_turns(model_text, _STOP, _ACTIONS, inner=_INNER)
+    return _verdict(acts, max_searches, extra)
 
 
-def _verdict(acts: list[TurnAction], max_searches: int) -> Verdict:
-    return budgeted_verdict(acts, final_kind="answer", counted_kind="search", budget=max_searches)
+def _verdict(acts: list[TurnAction], max_searches: int, extra: list[str] | None = None) -> Verdict:
+    return budgeted_verdict(acts, final_kind="answer", counted_kind="search", budget=max_searches,
+                            extra=extra or ())
 
 
 class HarisSingleEnv:
     name = "haris_single"
-    stop = ("</search>", "</answer>")
+    stop = _STOP
     default_reward = "haris_high"
 
     def __init__(self, retriever: Retriever | None, config: SingleConfig | None = None) -> None:
@@ -54,6 +57,7 @@ class HarisSingleEnv:
             raise ValueError(f"claim {claim.id!r} has empty text")
         self._claim = claim
         self._acts: list[TurnAction] = []
+        self._parser = TurnParser(_ACTIONS, inner=_INNER)
         cfg = SearcherConfig(max_searches=self.config.max_searches, top_k=self.config.top_k,
                              max_information_chars=self.config.max_information_chars)
         # the search tool is the search agent's: same retrieval, same <result> rendering
@@ -65,7 +69,7 @@ class HarisSingleEnv:
     def step(self, model_text: str) -> StepResult:
         if self._claim is None:
             raise RuntimeError("step() before reset()")
-        act = parse_turn(model_text, _ACTIONS)
+        act = self._parser.parse(model_text)
         self._acts.append(act)
         if act.kind != "search":
             return StepResult(observation=None, done=True)
