@@ -113,3 +113,14 @@ def test_run_config_data_table_is_the_same_settings_class() -> None:
 
 def _read(path: Path) -> list[str]:
     return path.read_text().split()
+
+
+def test_no_held_out_part_trains_on_every_claim(data: DataSettings, tmp_path: Path) -> None:
+    # The HARIS and ProFact papers train on their whole training sets (evaluation is on
+    # other splits): held_out_fraction = 0 keeps every usable claim for training.
+    train, held_out = prepare_splits(replace(data, held_out_fraction=0.0), tmp_path / "all")
+    assert len(train) == 20 and held_out == []
+    assert (tmp_path / "all" / HELD_OUT_IDS).read_text() == ""
+    assert prepare_splits(replace(data, held_out_fraction=0.0), tmp_path / "all") == (train, [])
+    with pytest.raises(ValueError, match="held_out_fraction|test_fraction"):
+        prepare_splits(replace(data, held_out_fraction=1.0), tmp_path / "none")

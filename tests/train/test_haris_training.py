@@ -35,7 +35,24 @@ def test_stage_names_and_segments():
     assert stage_names(1) == ["foundation/synth", "foundation/searcher", "foundation/reasoner",
                               "round1/synth", "round1/searcher", "round1/reasoner"]
     claims = [Claim(id=str(i), text="x") for i in range(5)]
-    assert [len(s) for s in segments(claims, 2)] == [3, 2]
+    assert sorted(len(s) for s in segments(claims, 2, seed=0)) == [2, 3]
+
+
+def test_segments_mix_the_labels_of_a_label_grouped_split():
+    # The held-out split lists the training claims label by label (REFUTE, then
+    # SUPPORT); cut as they come, the last round would train on SUPPORT alone.
+    claims = [Claim(id=f"r{i}", text="x", label="REFUTE") for i in range(360)]
+    claims += [Claim(id=f"s{i}", text="x", label="SUPPORT") for i in range(360)]
+    parts = segments(claims, 3, seed=0)
+    assert [len(p) for p in parts] == [240, 240, 240]
+    assert sorted(c.id for p in parts for c in p) == sorted(c.id for c in claims)
+    for p in parts:
+        assert sum(c.label.value == "SUPPORT" for c in p) == 120
+    assert segments(claims, 3, seed=0) == parts and segments(claims, 3, seed=1) != parts
+    # unequal label counts keep their shares in every segment (2,160 / 5,040 of 7,200)
+    claims = [Claim(id=f"r{i}", text="x", label="REFUTE") for i in range(216)]
+    claims += [Claim(id=f"s{i}", text="x", label="SUPPORT") for i in range(504)]
+    assert [sum(c.label.value == "REFUTE" for c in p) for p in segments(claims, 3, seed=0)] == [72, 72, 72]
 
 
 def test_question_picking_and_pseudo_gold_filtering():

@@ -29,3 +29,18 @@ def test_table_without_averitec_scores_has_no_such_rows(tmp_path):
     _write(tmp_path, "eval_after", averitec={"q_only_meteor": 0.2})
     table = learning_table(tmp_path)
     assert "averitec." not in table and "Held-out claims: 4 (majority class REFUTE: 0.500)" in table
+
+
+def test_a_run_that_holds_nothing_out_refuses_the_held_out_evaluation(tmp_path):
+    import pytest
+
+    from factrl.train.config import load_run_config
+    from factrl.train.learning import evaluate_held_out
+
+    from _support import REPO
+
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml",
+                          {"output_dir": str(tmp_path), "data.held_out_fraction": 0.0,
+                           "data.data_dir": str(REPO / "tests" / "fixtures" / "tiny_claims.jsonl")})
+    with pytest.raises(ValueError, match="holds no claims out"):
+        evaluate_held_out(cfg, "no-such-model", tmp_path / "eval")

@@ -50,9 +50,10 @@ def interleave_labels(claims: Sequence[Claim], *, seed: int = 0, key: ClaimKey =
 def split_claims(
     claims: Sequence[Claim], *, test_fraction: float, seed: int = 0, key: ClaimKey = by_label
 ) -> tuple[list[Claim], list[Claim]]:
-    """A seeded split stratified by label (or by ``key``): (train, held_out)."""
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    """A seeded split stratified by label (or by ``key``): (train, held_out).
+    ``test_fraction = 0`` holds nothing out (every claim trains)."""
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
     rng = random.Random(seed)
     groups: dict[str, list[Claim]] = defaultdict(list)
     for c in claims:

@@ -51,12 +51,28 @@ def stage_names(rounds: int) -> list[str]:
     return names
 
 
-def segments(claims: list[Claim], n: int) -> list[list[Claim]]:
-    """T divided into ``n`` contiguous segments of near-equal size (Algorithm 1)."""
+def segments(claims: list[Claim], n: int, *, seed: int) -> list[list[Claim]]:
+    """T divided into ``n`` segments (Algorithm 1), stratified by label: each label's
+    claims are shuffled with ``seed`` and dealt into the segments in equal shares, then
+    each segment is shuffled. The training split lists its claims grouped by label, so
+    cutting it as it comes would give each round (nearly) one label."""
     if n < 1:
         return []
-    size = math.ceil(len(claims) / n)
-    return [claims[i * size:(i + 1) * size] for i in range(n)]
+    import random
+
+    rng = random.Random(seed)
+    groups: dict[str, list[Claim]] = {}
+    for c in claims:
+        groups.setdefault(c.label.value if c.label else "", []).append(c)
+    parts: list[list[Claim]] = [[] for _ in range(n)]
+    for key in sorted(groups):
+        group = list(groups[key])
+        rng.shuffle(group)
+        for i in range(n):
+            parts[i] += group[i * len(group) // n:(i + 1) * len(group) // n]
+    for part in parts:
+        rng.shuffle(part)
+    return parts
 
 
 def _load(model: str, on: Any, base_url: str | None = None) -> Any:
@@ -177,7 +193,7 @@ def train_haris(
     train_claims, _ = prepare_splits(cfg.data, out)
     if cfg.haris.rounds < 0:
         raise ValueError(f"haris.rounds must be >= 0, got {cfg.haris.rounds}")
-    parts = segments(train_claims, cfg.haris.rounds)
+    parts = segments(train_claims, cfg.haris.rounds, seed=cfg.haris.seed)
     run = _Run(cfg, deps if deps is not None else run_deps(cfg), judge, answerer)
     for name in names:
         if name in state["done"]:

@@ -24,6 +24,9 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
     from factrl.train.setup import frozen_lm_options, run_env_factory, run_reward
 
     _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))  # the split training recorded
+    if not held_out:
+        raise ValueError(f"{cfg.output_dir} holds no claims out (data.held_out_fraction = "
+                         f"{cfg.data.held_out_fraction}): evaluate on another split with factrl eval")
     on = frozen_lm_options(cfg.model)
     local = batch_size and remote_backend(model) is None
     lm = load_lm(model, **on, **({"max_batch_size": batch_size} if local else {}))
