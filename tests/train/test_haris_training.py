@@ -139,6 +139,15 @@ def test_presets_hold_the_papers_settings():
     g, r = paper.grpo, paper.rollout
     assert (g.num_generations, g.learning_rate, g.beta, r.temperature) == (5, 1e-6, 0.001, 1.0)
     assert paper.env.name == "haris" and paper.env.params["top_k"] == 3 and "e5-small" in paper.preset.notes
+    # App. A.2: multilingual-e5-small (with E5's prefixes); Algorithm 1 trains on all of T
+    from importlib.resources import files
+
+    from factrl.retrieval.encoders import declared_prefixes
+
+    text = files("factrl.presets").joinpath("haris.toml").read_text()
+    assert "--model intfloat/multilingual-e5-small" in text and "e5-small-v2" not in text
+    assert declared_prefixes("intfloat/multilingual-e5-small").query == "query: "
+    assert paper.data.held_out_fraction == 0.0
     assert "Algorithm 1" in paper.preset.paper and not paper.preset.scaled_down
     cpu = load_run_config("haris_cpu")
     assert cpu.preset.scaled_down and "Algorithm 1" in cpu.preset.paper and cpu.haris.rounds >= 1

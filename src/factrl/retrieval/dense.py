@@ -1,6 +1,10 @@
 """Dense retriever backend (sentence-transformers + faiss), registered as ``"dense"``.
 
-Encoded text of a passage is ``title + " " + text`` (just ``text`` without a title).
+Encoded text of a passage is ``passage_prefix + title + " " + text`` (just ``text``
+without a title) and of a query ``query_prefix + query``: the prefixes the encoder
+declares (``"passage: "`` / ``"query: "`` for E5, see
+:func:`~factrl.retrieval.encoders.declared_prefixes`) unless given, recorded in
+``dense.json`` and the manifest (an index built before prefixes were recorded has none).
 Vectors are L2-normalised, so inner product is cosine similarity. ``index_type``:
 
 * ``"flat"`` (default) — exact search, ``IndexFlatIP``;
@@ -37,7 +41,7 @@ _SETTINGS_FILE = "dense.json"
 # Params that change results and are recorded; runtime knobs (batch size, progress,
 # threads) are not, so they do not change the index fingerprint.
 _RECORDED = ("model", "model_source", "dim", "normalize", "precision", "encode_path", "max_seq_length",
-             "text", "index_type", "metric", "hnsw_m", "hnsw_ef_construction", "hnsw_ef_search",
+             "text", "query_prefix", "passage_prefix", "index_type", "metric", "hnsw_m", "hnsw_ef_construction", "hnsw_ef_search",
              "ivf_nlist", "ivf_nprobe")
 
 
@@ -119,11 +123,15 @@ class DenseRetriever:
         progress: bool = True,
         embeddings: np.ndarray | None = None,
         encoder: TextEncoder | None = None,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
     ) -> DenseRetriever:
         """Encode ``passages`` and index them under ``directory``.
 
-        ``embeddings`` (already made by ``encoder``, rows aligned with ``passages``) skips
-        encoding; ``encoder`` reuses a loaded model instead of loading ``model`` again.
+        ``embeddings`` (already made by ``encoder``, rows aligned with ``passages``, with
+        the passage prefix) skips encoding; ``encoder`` reuses a loaded model instead of
+        loading ``model`` again. ``query_prefix``/``passage_prefix`` default to the
+        encoder's declared ones ("" for none).
         """
         _check_settings(index_type, hnsw_m, hnsw_ef_construction, hnsw_ef_search, ivf_nprobe)
         if not passages:
@@ -131,8 +139,12 @@ class DenseRetriever:
         if encoder is None:
             encoder = get_encoder(model, precision=precision, path=encode_path, batch_size=batch_size,
                                   max_seq_length=max_seq_length)
+        declared = getattr(encoder, "prefixes", None)
+        q_prefix = query_prefix if query_prefix is not None else getattr(declared, "query", "")
+        p_prefix = passage_prefix if passage_prefix is not None else getattr(declared, "passage", "")
         if embeddings is None:
-            embeddings = encoder.encode([passage_text(p) for p in passages], progress=progress, desc="passages")
+            embeddings = encoder.encode([p_prefix + passage_text(p) for p in passages], progress=progress,
+                                        desc="passages")
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.shape != (len(passages), encoder.dim):
             raise ValueError(f"embeddings have shape {emb.shape}, expected {(len(passages), encoder.dim)}")
@@ -142,6 +154,8 @@ class DenseRetriever:
         settings = {
             **encoder.info(),
             "text": "title + ' ' + text",
+            "query_prefix": q_prefix,
+            "passage_prefix": p_prefix,
             "index_type": index_type,
             "metric": "inner_product",
             "hnsw_m": int(hnsw_m) if index_type == "hnsw" else None,
@@ -166,6 +180,10 @@ class DenseRetriever:
         if missing:
             raise IndexMismatchError(f"dense index {directory} is incomplete: missing {', '.join(missing)}")
         saved = json.loads((directory / _SETTINGS_FILE).read_text(encoding="utf-8"))
+        # An index built before prefixes were recorded encoded with none.
+        for key in ("query_prefix", "passage_prefix"):
+            saved.setdefault(key, "")
+        params = {"query_prefix": "", "passage_prefix": "", **params}
         wanted = {k: params.get(k) for k in _RECORDED}
         if {k: saved.get(k) for k in _RECORDED} != wanted:
             diff = [k for k in _RECORDED if saved.get(k) != wanted[k]]
@@ -188,7 +206,14 @@ class DenseRetriever:
 
     # --- searching ------------------------------------------------------------------
 
+    @property
+    def query_prefix(self) -> str:
+        return str(self._settings.get("query_prefix") or "")
+
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """Query vectors, each query with the index's query prefix."""
+        prefix = self.query_prefix
+        queries = [prefix + q for q in queries]
         out = [self.encoder.encode(list(queries[i : i + self.query_batch_size]))
                for i in range(0, len(queries), self.query_batch_size)]
         return np.concatenate(out) if out else np.zeros((0, self.encoder.dim), dtype=np.float32)

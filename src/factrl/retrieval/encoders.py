@@ -16,6 +16,14 @@ int8 loses accuracy on MiniLM and is slower than bf16, so it is opt-in only.
 On a small CPU shared with other work, one torch thread (``OMP_NUM_THREADS=1``) encodes
 faster than several: threads spin-wait for each other whenever one is descheduled.
 
+Prefixes: some encoders were trained with a marker before each text and expect it at
+search time — E5 (``"query: "`` / ``"passage: "``), BGE v1.5 (an instruction before
+queries only). :func:`declared_prefixes` says what a model declares: the
+``prompts`` of its sentence-transformers config when it has them, else the published
+convention of its family (:data:`PREFIX_CONVENTIONS`, matched on the model name or a
+local folder's name), else none. The dense index applies them and records them in its
+manifest, so a query is always encoded the way its index's passages were.
+
 Everything heavy (torch, sentence_transformers) is imported inside functions.
 """
 
@@ -23,11 +31,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +49,10 @@ __all__ = [
     "ENCODE_PATHS",
     "PRECISIONS",
     "EncoderLoadError",
+    "PREFIX_CONVENTIONS",
+    "Prefixes",
     "TextEncoder",
+    "declared_prefixes",
     "get_encoder",
     "native_bf16",
     "resolve_model",
@@ -58,6 +71,44 @@ ENCODE_PATHS = ("fast", "plain")
 
 class EncoderLoadError(ValueError):
     """A sentence-transformers model could not be found or loaded."""
+
+
+@dataclass(frozen=True)
+class Prefixes:
+    """Text put before every query and every passage before encoding."""
+
+    query: str = ""
+    passage: str = ""
+
+
+_BGE_EN = "Represent this sentence for searching relevant passages: "
+_BGE_ZH = "为这个句子生成表示以用于检索相关文章："
+# Model-name pattern (the last component of a hub id or a folder) → its family's
+# published prefixes (the models' cards): E5 and multilingual E5 mark both sides; BGE
+# v1 / v1.5 put an instruction before short queries only (bge-m3 and the rerankers use none).
+PREFIX_CONVENTIONS: tuple[tuple[re.Pattern[str], Prefixes], ...] = (
+    (re.compile(r"^(multilingual-)?e5-(small|base|large)(-v2)?$", re.IGNORECASE), Prefixes("query: ", "passage: ")),
+    (re.compile(r"^bge-(small|base|large)-en(-v1\.5)?$", re.IGNORECASE), Prefixes(_BGE_EN, "")),
+    (re.compile(r"^bge-(small|base|large)-zh(-v1\.5)?$", re.IGNORECASE), Prefixes(_BGE_ZH, "")),
+)
+# sentence-transformers prompt names for each side
+_QUERY_PROMPTS = ("query",)
+_PASSAGE_PROMPTS = ("passage", "document", "corpus")
+
+
+def declared_prefixes(model: str, prompts: Mapping[str, str] | None = None) -> Prefixes:
+    """The prefixes ``model`` expects: its sentence-transformers ``prompts`` (``query``
+    and ``passage``/``document``/``corpus``) when it declares any, else the convention
+    of its family by name (:data:`PREFIX_CONVENTIONS`), else none."""
+    prompts = dict(prompts or {})
+    if any(prompts.get(k) for k in _QUERY_PROMPTS + _PASSAGE_PROMPTS):
+        return Prefixes(query=next((prompts[k] for k in _QUERY_PROMPTS if prompts.get(k)), ""),
+                        passage=next((prompts[k] for k in _PASSAGE_PROMPTS if prompts.get(k)), ""))
+    name = str(model).rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    for pattern, prefixes in PREFIX_CONVENTIONS:
+        if pattern.match(name):
+            return prefixes
+    return Prefixes()
 
 
 def resolve_model(model: str) -> tuple[str, str]:
@@ -166,6 +217,7 @@ class TextEncoder:
             raise EncoderLoadError(f"model {model!r} does not declare its embedding dimension")
         self.dim = int(dim)
         self._lock = threading.Lock()
+        self.prefixes = declared_prefixes(model, getattr(self._st, "prompts", None))
         if self.precision == "int8":
             self._quantize_int8()
 

@@ -37,6 +37,11 @@ class Candidates:
     def __init__(self, retriever: Any, k: int, *, vectors: Any = None, rows: dict[str, int] | None = None) -> None:
         self.retriever = retriever
         self.k = int(k)
+        # the frozen index's prefixes (E5: "query: " / "passage: "): the policy encodes
+        # queries and candidates as the index did
+        params = retriever.params() if hasattr(retriever, "params") else {}
+        self.query_prefix = str(params.get("query_prefix") or "")
+        self.passage_prefix = str(params.get("passage_prefix") or "")
         self.vectors, self.rows = vectors, rows
         self._cache: dict[str, list[Passage]] = {}
         self._scores: dict[str, list[float]] = {}
@@ -51,13 +56,15 @@ class Candidates:
 
     def log_probs(self, policy: DualEncoderPolicy, query: str, docs: Sequence[Passage], *, doc_grad: bool) -> Any:
         """log π_θ(d|q) over ``docs``."""
+        q = self.query_prefix + query
         if self.vectors is None:
-            return policy.candidate_log_probs(query, [passage_text(p) for p in docs], doc_grad=doc_grad)
+            return policy.candidate_log_probs(q, [self.passage_prefix + passage_text(p) for p in docs],
+                                              doc_grad=doc_grad)
         import torch
 
         assert self.rows is not None
         d = torch.from_numpy(self.vectors[[self.rows[p.id] for p in docs]]).to(policy.device)
-        return policy.log_probs(policy.embed([query])[0], d)
+        return policy.log_probs(policy.embed([q])[0], d)
 
     def get(self, queries: Sequence[str]) -> list[list[Passage]]:
         todo = list(dict.fromkeys(q for q in queries if q not in self._cache))
@@ -147,6 +154,7 @@ class ClaimOutcome:
     rewards: list[float] = field(default_factory=list)
     loss: Any = None
     stats: dict[str, float] = field(default_factory=dict)
+    questions: list[str] = field(default_factory=list)  # a question-level episode's picks q̃_i
 
 
 def doc_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCache, claim: str, query: str,
@@ -223,6 +231,7 @@ def question_level(policy: DualEncoderPolicy, cands: Candidates, scores: ScoreCa
         out.rewards.append(r_q[i] + (r_g if final_reward else 0.0))
     out.stats = {"question_reward": sum(r_q[i] for i in chosen) / len(chosen), "final_reward": r_g,
                  "questions": float(len(questions))}
+    out.questions = [questions[i] for i in chosen]
     return out
 
 

@@ -48,17 +48,25 @@ class PoolReranker:
     def __init__(self, encoder: Any, index: Any, depth: int) -> None:
         self.encoder, self.index, self.depth = encoder, index, int(depth)
         self._vec: dict[str, np.ndarray] = {}
+        backend = index.backend
+        params = getattr(backend, "dense", backend).params() if backend.name in ("dense", "hybrid") else {}
+        # the index's prefixes (E5's "query: " / "passage: "), as training used them
+        self.query_prefix = str(params.get("query_prefix") or "")
+        self.passage_prefix = str(params.get("passage_prefix") or "")
+
+    def _queries(self, queries: Sequence[str]) -> np.ndarray:
+        return self.encoder.encode([self.query_prefix + q for q in queries])
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         if self.depth <= 0:  # the index's own document vectors, the encoder's queries
             backend = self.index.backend
-            return getattr(backend, "dense", backend).search_vectors(self.encoder.encode(list(queries)), k)
+            return getattr(backend, "dense", backend).search_vectors(self._queries(queries), k)
         pools = self.index.search(list(queries), self.depth)
         new = list({h.passage.id: h.passage for hits in pools for h in hits if h.passage.id not in self._vec}.values())
         if new:
-            for p, v in zip(new, self.encoder.encode([passage_text(p) for p in new])):
+            for p, v in zip(new, self.encoder.encode([self.passage_prefix + passage_text(p) for p in new])):
                 self._vec[p.id] = v
-        qv = self.encoder.encode(list(queries))
+        qv = self._queries(queries)
         out = []
         for q, hits in zip(qv, pools):
             scored = sorted(((float(self._vec[h.passage.id] @ q), h.passage) for h in hits), key=lambda t: -t[0])
