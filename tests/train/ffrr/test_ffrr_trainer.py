@@ -79,18 +79,62 @@ def test_query_side_training_against_the_frozen_index_vectors(setup):
         evaluate_held_out(final, enc, held_out)
 
 
-def test_hybrid_level_alternates_question_and_document_steps(setup):
+def test_hybrid_level_alternates_question_and_document_steps(setup, monkeypatch):
+    """§4.3: each question-level step is followed by document-level steps on the same
+    claims, querying with the questions that step sampled (not a random question)."""
+    from factrl.train.ffrr import episodes
     from factrl.train.ffrr.trainer import train_ffrr
 
-    cfg = config(setup, "ffrr_dq", **{"ffrr.level": "d+q", "ffrr.max_steps": 3,
+    asked, picked = [], []  # (step, claim, query) of document episodes; (step, claim, picks)
+    step = {"n": 0}
+    real_doc, real_q = episodes.doc_level, episodes.question_level
+
+    def doc_spy(policy, cands, scores, claim, query, *a, **kw):
+        asked.append((step["n"], claim, query))
+        return real_doc(policy, cands, scores, claim, query, *a, **kw)
+
+    def q_spy(policy, cands, scores, claim, questions, *a, **kw):
+        out = real_q(policy, cands, scores, claim, questions, *a, **kw)
+        picked.append((step["n"], claim, list(out.questions), list(questions)))
+        return out
+
+    monkeypatch.setattr(episodes, "doc_level", doc_spy)
+    monkeypatch.setattr(episodes, "question_level", q_spy)
+    from factrl.train.ffrr import trainer
+
+    real_update = trainer._update
+
+    def update_spy(*a, **kw):
+        try:
+            return real_update(*a, **kw)
+        finally:
+            step["n"] += 1
+
+    monkeypatch.setattr(trainer, "_update", update_spy)
+    cfg = config(setup, "ffrr_dq", **{"ffrr.level": "d+q", "ffrr.max_steps": 6, "ffrr.questions_k": 1,
                                        "ffrr.doc_steps_per_question_step": 2})
-    train_ffrr(cfg)
+    # three questions per claim (the tiny LM cannot decompose: its cache is written here)
     out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in (FIXTURE / "claims_train.jsonl").read_text().splitlines()]
+    (out / "questions.jsonl").write_text("".join(
+        json.dumps({"id": str(r["id"]), "questions": [f"{r['claim']} ({w})" for w in ("who", "what", "when")],
+                    "fallback": False}) + "\n" for r in rows))
+    train_ffrr(cfg)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["kind"] for r in rows] == ["q", "d", "d"]
+    assert [r["kind"] for r in rows] == ["q", "d", "d", "q", "d", "d"]
     assert "question_reward" in rows[0] and "doc_reward" in rows[1]
     cached = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
     assert cached and all(c["questions"] for c in cached)
+    for q_step in (0, 3):
+        picks = {claim: p for s, claim, p, _ in picked if s == q_step}
+        assert picks and all(len(p) == 1 for p in picks.values())
+        for d_step in (q_step + 1, q_step + 2):
+            # the same claims, each queried with exactly the question its q-step sampled
+            seen = {(claim, query) for s, claim, query in asked if s == d_step}
+            assert seen == {(claim, p[0]) for claim, p in picks.items()}
+    # the picks are the sampled questions, which differ from the claim's other questions
+    assert any(len(qs) > 1 for _, _, _, qs in picked)
 
 
 def test_replug_and_frozen_comparison_trainers(setup):

@@ -4,8 +4,11 @@ One loop for the three comparison trainers of FFRR's Table 2: ``ffrr`` (REINFORC
 fine-grained rewards, §4–5), ``replug`` (KL to the LM's distribution over the top
 documents) and ``frozen`` (no update). Batches of ``batch_size`` claims make one Adam
 update (lr 1e-5, linear warm-up over the first 10 %, then linear decay). The hybrid level
-(``d+q``) alternates one question-level step with ``doc_steps_per_question_step``
-document-level steps whose queries are the claim's questions. ``ffrr.estimator = "exact"``
+(``d+q``, §4.3) alternates one question-level step with ``doc_steps_per_question_step``
+document-level steps on the same claims, whose queries are the questions q̃_i that the
+question-level step sampled for each claim (one ε-greedy document episode per sampled
+question: the rewards r_{d̃_{i,j}} "for any sampled intermediate question q̃_i").
+``ffrr.estimator = "exact"``
 replaces the sampled episodes by the expectation over every scored candidate
 (``episodes.exact_doc_level``).
 
@@ -246,20 +249,25 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
     failures: Counter[str] = Counter()
     t0 = time.perf_counter()
     order: list[int] = []
+    batch: list[int] = []
+    picks: dict[str, list[str]] = {}  # hybrid: each claim's questions sampled by the last question-level step
     step = 0
     with (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
         while step < total:
             if f.max_minutes is not None and time.perf_counter() - t0 > 60 * f.max_minutes:
                 _say(f"time budget of {f.max_minutes} minutes reached after {step} updates")
                 break
-            if len(order) < f.batch_size:
-                more = list(range(len(usable)))
-                rng.shuffle(more)
-                order += more
-            batch, order = order[: f.batch_size], order[f.batch_size :]
+            if not (_step_kind(cfg, step) == "d" and f.level == "d+q" and batch):
+                # a new batch, except for the document-level steps of the hybrid schedule,
+                # which go on with the claims of their question-level step
+                if len(order) < f.batch_size:
+                    more = list(range(len(usable)))
+                    rng.shuffle(more)
+                    order += more
+                batch, order = order[: f.batch_size], order[f.batch_size :]
             t_step = time.perf_counter()
             row = _update(policy, optimiser, cfg, step, [usable[i] for i in batch], questions, cands, scores,
-                          rng, failures)
+                          rng, failures, picks)
             schedule.step()
             step += 1
             row.update(step=step, lr=schedule.get_last_lr()[0], seconds=round(time.perf_counter() - t_step, 3),
@@ -276,19 +284,51 @@ def train_ffrr(cfg: FFRRRunConfig) -> Path:
     return final
 
 
+def _step_kind(cfg: FFRRRunConfig, step: int) -> str:
+    """``replug``, ``q`` (question level) or ``d`` (document level) for update ``step``."""
+    f = cfg.ffrr
+    if f.method == "replug":
+        return "replug"
+    cycle = 1 + f.doc_steps_per_question_step
+    return "q" if f.level == "q" or (f.level == "d+q" and step % cycle == 0) else "d"
+
+
+def _doc_level_claim(policy: Any, cands: Any, scores: Any, claim: Any, queries: list[str], gold: int,
+                     rng: random.Random, cfg: FFRRRunConfig, likelihood: bool) -> Any:
+    """One document-level episode per query (the claim itself, or the hybrid schedule's
+    sampled questions), merged into one claim outcome."""
+    from factrl.train.ffrr.episodes import ClaimOutcome, doc_level
+
+    f = cfg.ffrr
+    outs = [doc_level(policy, cands, scores, claim.text, q, gold, rng, epsilon=f.epsilon, top_k=f.top_k,
+                      max_samples=f.max_samples, final_reward=f.final_reward, doc_grad=f.doc_grad,
+                      stop=not likelihood, kl_coef=f.kl_coef) for q in queries]
+    if len(outs) == 1:
+        return outs[0]
+    merged = ClaimOutcome(log_probs=[x for o in outs for x in o.log_probs], rewards=[r for o in outs for r in o.rewards])
+    losses = [o.loss for o in outs if o.loss is not None]
+    merged.loss = sum(losses[1:], losses[0]) / len(outs) if losses else None
+    for key in {k for o in outs for k in o.stats}:
+        vals = [o.stats[key] for o in outs if key in o.stats]
+        merged.stats[key] = sum(vals) / len(vals)
+    merged.stats["doc_queries"] = float(len(outs))
+    return merged
+
+
 def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: list[tuple[Any, int]],
             questions: dict[str, list[str]], cands: Any, scores: Any, rng: random.Random,
-            failures: Counter[str]) -> dict[str, Any]:
-    """One optimiser update over a batch of claims; returns the row to log."""
+            failures: Counter[str], picks: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """One optimiser update over a batch of claims; returns the row to log. A
+    question-level step records each claim's sampled questions in ``picks``; the hybrid
+    schedule's document-level steps query with them."""
     import torch
 
-    from factrl.train.ffrr.episodes import doc_level, exact_doc_level, question_level, replug_term
+    from factrl.train.ffrr.episodes import exact_doc_level, question_level, replug_term
     from factrl.train.ffrr.objectives import reinforce_loss
 
     f = cfg.ffrr
-    cycle = 1 + f.doc_steps_per_question_step
-    kind = "replug" if f.method == "replug" else (
-        "q" if f.level == "q" or (f.level == "d+q" and step % cycle == 0) else "d")
+    picks = {} if picks is None else picks
+    kind = _step_kind(cfg, step)
     terms, lps, rewards, stats = [], [], [], []
     likelihood = cfg.scorer.reward == "claim_likelihood"  # one-value rows, no label to stop on
     for claim, gold in batch:
@@ -303,15 +343,16 @@ def _update(policy: Any, optimiser: Any, cfg: FFRRRunConfig, step: int, batch: l
                                     kl_coef=f.kl_coef)
                 terms.append(o.loss)
             elif kind == "q":
+                picks.pop(claim.id, None)
                 o = question_level(policy, cands, scores, claim.text, questions.get(claim.id) or [claim.text], gold,
                                    rng, epsilon=f.question_epsilon, k=f.questions_k, final_reward=f.final_reward,
                                    doc_grad=f.doc_grad)
+                picks[claim.id] = list(o.questions)
             else:
-                qs = questions.get(claim.id) if f.level == "d+q" else None
-                query = rng.choice(qs) if qs else claim.text
-                o = doc_level(policy, cands, scores, claim.text, query, gold, rng, epsilon=f.epsilon,
-                              top_k=f.top_k, max_samples=f.max_samples, final_reward=f.final_reward,
-                              doc_grad=f.doc_grad, stop=not likelihood, kl_coef=f.kl_coef)
+                # hybrid: the questions the question-level step sampled for this claim (the
+                # claim itself if that step failed for it); level d: the claim
+                queries = (picks.get(claim.id) if f.level == "d+q" else None) or [claim.text]
+                o = _doc_level_claim(policy, cands, scores, claim, queries, gold, rng, cfg, likelihood)
                 if o.loss is not None:
                     terms.append(o.loss)
         except Exception as exc:  # noqa: BLE001 - one claim's failure is counted, the run goes on
