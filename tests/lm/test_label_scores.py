@@ -39,14 +39,17 @@ def test_batched_equals_unbatched(lm):
 
 
 def test_completion_form_reads_the_next_token_distribution(lm):
-    """The probabilities are the label words' next-token probabilities, renormalised."""
+    """The probabilities are the label words' next-token probabilities — each word's
+    case variants summed (" true", " True", " TRUE") — renormalised."""
     scorer = LabelScorer(lm, ["true", "false"])
     text = scorer.prompt_text(*ITEMS[0])
     assert text.startswith("The following evidence is given: The Nile flows north")
     assert text.endswith('Among true, false, the claim "The Nile flows north." is classified as:')
-    ids = [lm.encode(" true")[0], lm.encode(" false")[0]]
-    lps = lm.next_token_logprobs([lm.encode(text)], ids)[0]
-    want = [math.exp(x) / (math.exp(lps[0]) + math.exp(lps[1])) for x in lps]
+    ids = [list(dict.fromkeys(lm.encode(" " + v)[0] for v in (w, w.capitalize(), w.upper()))) for w in ("true", "false")]
+    assert all(len(i) > 1 for i in ids)  # the tiny model's tokenizer has distinct variants
+    lps = lm.next_token_logprobs([lm.encode(text)], ids[0] + ids[1])[0]
+    mass = [sum(math.exp(x) for x in lps[: len(ids[0])]), sum(math.exp(x) for x in lps[len(ids[0]):])]
+    want = [m / sum(mass) for m in mass]
     assert scorer.probs([ITEMS[0]])[0] == pytest.approx(want, abs=1e-9)
 
 
@@ -57,7 +60,10 @@ def test_chat_form_through_score_choices_matches_its_softmax(lm):
     scorer = LabelScorer(lm, ["true", "false"], form="chat")
     got = scorer.probs([ITEMS[1]])[0]
     conv = [Message(role="user", content=scorer.prompt_text(*ITEMS[1]))]
-    assert got == pytest.approx(choice_probs(lm.score_choices(conv, ["true", "false"])))
+    # every case variant's exact continuation score, summed per label
+    lps = lm.score_choices(conv, ["true", "True", "TRUE", "false", "False", "FALSE"])
+    mass = [math.log(sum(math.exp(x) for x in lps[:3])), math.log(sum(math.exp(x) for x in lps[3:]))]
+    assert got == pytest.approx(choice_probs(mass))
     assert math.fsum(got) == pytest.approx(1.0)
 
 
@@ -143,3 +149,74 @@ def test_openai_compatible_server_scores_every_row_concurrently(serve):
     assert rows[1] == pytest.approx([0.2 / 0.9, 0.7 / 0.9, 0.0])
     assert all(math.fsum(r) == pytest.approx(1.0) for r in rows)
     assert lm.score_choices_batch([], ["true"]) == []
+
+
+def _chat_reply(top):
+    content = [{"token": top[0][0], "logprob": top[0][1],
+                "top_logprobs": [{"token": t, "logprob": lp, "top_logprobs": []} for t, lp in top]}]
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": top[0][0]}, "finish_reason": "length",
+                         "logprobs": {"content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def test_label_words_count_in_any_case_and_their_variants_add_up(serve):
+    """A server's top tokens "True", " true" and "TRUE" are all the label "true"."""
+    from fastapi import FastAPI
+
+    from factrl.lm.openai_backend import OpenAILM
+
+    app = FastAPI()
+    top = [("True", math.log(0.4)), (" true", math.log(0.1)), ("TRUE", math.log(0.05)), (" False", math.log(0.3)),
+           ("half", math.log(0.15))]
+
+    @app.post("/v1/chat/completions")
+    async def chat():
+        return _chat_reply(top)
+
+    lm = OpenAILM("m", base_url=serve(app) + "/v1")
+    assert lm.score_choices([], ["true", "false", "Half", "none"])[:3] == pytest.approx(
+        [math.log(0.55), math.log(0.3), math.log(0.15)])
+    rows = LabelScorer(lm, ["true", "false", "half"]).probs(ITEMS[:1])
+    assert rows[0] == pytest.approx([0.55, 0.3, 0.15])
+
+
+def test_completion_form_through_the_completions_endpoint(serve):
+    """FFRR's scorer is a completion model (text-davinci-003; gpt-3.5-turbo-instruct),
+    which chat completions does not serve: the raw prompt goes to /v1/completions and the
+    label words are read off the first position's top tokens."""
+    from fastapi import FastAPI, Request
+
+    from factrl.lm.openai_backend import OpenAILM
+
+    app = FastAPI()
+    seen = []
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await request.json()
+        seen.append(body)
+        p_true = 0.6 if "Nile" in body["prompt"] else 0.1
+        top = {" true": math.log(p_true), " True": math.log(0.1), " false": math.log(0.8 - p_true), " half": math.log(0.1)}
+        return {"id": "x", "object": "text_completion", "created": 0, "model": "m",
+                "choices": [{"index": 0, "text": " true", "finish_reason": "length",
+                             "logprobs": {"tokens": [" true"], "token_logprobs": [math.log(p_true)],
+                                          "top_logprobs": [top], "text_offset": [0]}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+    @app.post("/v1/chat/completions")
+    async def chat():  # a completion-only model refuses chat
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse({"error": {"message": "This is not a chat model"}}, status_code=404)
+
+    lm = OpenAILM("gpt-3.5-turbo-instruct", base_url=serve(app) + "/v1")
+    scorer = LabelScorer(lm, ["true", "half", "false"], form="completion", batch_size=16)
+    assert scorer.form == "completion"
+    rows = scorer.probs(ITEMS[:2])
+    assert len(seen) == 2 and {b["prompt"] for b in seen} == {scorer.prompt_text(*i) for i in ITEMS[:2]}
+    assert all(b["max_tokens"] == 1 and b["logprobs"] == 5 and b["temperature"] == 0 and "messages" not in b
+               for b in seen)
+    assert rows[0] == pytest.approx([0.7 / 1.0, 0.1, 0.2])
+    assert rows[1] == pytest.approx([0.2 / 1.0, 0.1, 0.7])
+    assert lm.stats.requests == 2

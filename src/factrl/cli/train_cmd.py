@@ -314,7 +314,8 @@ def ffrr(
     set_: list[str] = typer.Option([], "--set", help="Override a setting: --set ffrr.method=replug (repeatable)."),
     out: Path = typer.Option(None, "--out", help="Output directory (default: the config's output_dir)."),
     eval_held_out: bool = typer.Option(
-        True, "--eval-held-out/--no-eval-held-out", help="Evaluate the held-out claims after training."),
+        True, "--eval-held-out/--no-eval-held-out",
+        help="Evaluate after training: eval.split of the dataset (the paper's test split), else the held-out claims."),
     device: str = typer.Option(None, "--device", show_default="auto",
                                help=f"Where the LM scorer and the encoder run: {DEVICE_CHOICES}. Sets device."),
     dtype: str = typer.Option(None, "--dtype", show_default="auto",
@@ -347,16 +348,20 @@ def ffrr(
         raise typer.Exit(1) from None
     typer.echo(f"saved {final} (re-index with: factrl index build --model {final} ...)")
     if eval_held_out and cfg.eval.held_out:
-        from factrl.datasets.prepare import prepare_splits
-        from factrl.train.ffrr.evaluate import evaluate_held_out
+        from factrl.train.ffrr.evaluate import evaluate_held_out, evaluation_claims
 
-        _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))
-        result = evaluate_held_out(final, cfg, held_out, questions=_held_out_questions(cfg, held_out))
+        try:
+            name, claims = evaluation_claims(cfg)
+        except (ValueError, FileNotFoundError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        result = evaluate_held_out(final, cfg, claims, questions=_held_out_questions(cfg, claims, name))
+        result["split"] = name
         (Path(cfg.output_dir) / "eval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         typer.echo(json.dumps(result, indent=2))
 
 
-def _held_out_questions(cfg, held_out):  # noqa: ANN001, ANN202 - CLI glue
+def _held_out_questions(cfg, claims, name):  # noqa: ANN001, ANN202 - CLI glue
     if cfg.ffrr.level == "d":
         return None
     from factrl.lm.loader import load_lm
@@ -364,5 +369,5 @@ def _held_out_questions(cfg, held_out):  # noqa: ANN001, ANN202 - CLI glue
 
     device, dtype = cfg.runtime()
     lm = load_lm(cfg.questions_lm or cfg.scorer.model, device=device, dtype=dtype)
-    return decompose_claims(held_out, lm, cache=Path(cfg.output_dir) / "questions_held_out.jsonl",
+    return decompose_claims(claims, lm, cache=Path(cfg.output_dir) / f"questions_{name}.jsonl",
                             max_questions=cfg.ffrr.max_questions).questions

@@ -13,14 +13,21 @@ Two forms of the same prompt:
 
 * ``"completion"`` — the text itself, no chat template, the label word read as the next
   token with a leading space (``" true"``); the paper's form (text-davinci-003 is a
-  completion model). Needs a backend with a tokenizer and ``next_token_logprobs`` (the
-  transformers backend), where every label word's first token must differ.
+  completion model). A backend with a tokenizer and ``next_token_logprobs`` (the
+  transformers backend; every label word's first token must differ), or one with
+  ``score_text_choices_batch`` (an OpenAI-compatible server's completions endpoint, e.g.
+  ``openai:gpt-3.5-turbo-instruct``).
 * ``"chat"`` — the text as the user turn, the label word as the start of the assistant
   reply, through the text-level ``score_choices`` seam (an OpenAI-compatible server's
   first-position ``top_logprobs``; the transformers backend's summed label logprobs).
   Backends with ``score_choices_batch`` get all rows in one call (concurrent requests).
 
-``"auto"`` picks completion where the backend can, chat otherwise.
+``"auto"`` picks completion where the backend has ``next_token_logprobs``, chat otherwise.
+
+A label word counts in any case: "True", "true" and "TRUE" are one label, and the label's
+probability is the sum over its variants (the servers' top tokens are matched without
+case; the token path sums the variants' first tokens, each counted once and only for one
+label; the exact-continuation path scores each variant).
 """
 
 from __future__ import annotations
@@ -33,12 +40,24 @@ from typing import Any, Literal
 from factrl.lm.text import choice_probs
 from factrl.types import Message
 
-__all__ = ["FFRR_TEMPLATE", "LabelScoreError", "LabelScorer"]
+__all__ = ["FFRR_TEMPLATE", "LabelScoreError", "LabelScorer", "case_variants"]
 
 FFRR_TEMPLATE = 'The following evidence is given: {evidence}. Among {label_set}, the claim "{claim}" is classified as:'
 NO_EVIDENCE = "(none)"
 
 Form = Literal["auto", "completion", "chat"]
+
+
+def case_variants(word: str) -> list[str]:
+    """``word`` as written, lower-cased, capitalised and upper-cased (distinct, in that order)."""
+    return list(dict.fromkeys([word, word.lower(), word.capitalize(), word.upper()]))
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values, default=-math.inf)
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(sum(math.exp(v - top) for v in values))
 
 
 class LabelScoreError(ValueError):
@@ -79,7 +98,7 @@ class LabelScorer:
             form = "completion" if hasattr(lm, "next_token_logprobs") and hasattr(lm, "encode") else "chat"
         if form not in ("completion", "chat"):
             raise LabelScoreError(f"form must be 'auto', 'completion' or 'chat', got {form!r}")
-        if form == "completion" and not hasattr(lm, "next_token_logprobs"):
+        if form == "completion" and not (hasattr(lm, "next_token_logprobs") or hasattr(lm, "score_text_choices_batch")):
             raise LabelScoreError(f"{getattr(lm, 'name', lm)!r} cannot read next-token logprobs; use form='chat'")
         self.lm = lm
         self.label_words = words
@@ -87,9 +106,12 @@ class LabelScorer:
         self.template = template
         self.max_doc_chars = max_doc_chars
         self.batch_size = int(batch_size)
-        self._label_tokens = self._first_tokens() if form == "completion" else None
+        tokens = form == "completion" and hasattr(lm, "next_token_logprobs")
+        self._label_tokens = self._first_tokens() if tokens else None
 
-    def _first_tokens(self) -> list[int]:
+    def _first_tokens(self) -> list[list[int]]:
+        """Per label, the first tokens of its case variants (with a leading space), each
+        counted for one label only; the label word as written must have its own."""
         firsts = []
         for word in self.label_words:
             ids = self.lm.encode(" " + word)
@@ -100,7 +122,13 @@ class LabelScorer:
             clash = [w for w, t in zip(self.label_words, firsts) if firsts.count(t) > 1]
             raise LabelScoreError(f"label words {clash} share their first token, so the next-token "
                                   "distribution cannot tell them apart; choose other words")
-        return firsts
+        variants = [[int(ids[0]) for v in case_variants(w) if (ids := self.lm.encode(" " + v))]
+                    for w in self.label_words]
+        owners: dict[int, set[int]] = {}
+        for j, toks in enumerate(variants):
+            for t in toks:
+                owners.setdefault(t, set()).add(j)
+        return [list(dict.fromkeys(t for t in toks if owners[t] == {j})) for j, toks in enumerate(variants)]
 
     # -- prompts ---------------------------------------------------------------------------
 
@@ -141,11 +169,33 @@ class LabelScorer:
         return [max(range(len(p)), key=p.__getitem__) for p in self.probs(items)]
 
     def _logprob_rows(self, texts: list[str]) -> list[list[float]]:
-        if self.form == "completion":
+        if self.form == "completion" and self._label_tokens is not None:
             prompts = [self.lm.encode(t) for t in texts]
-            return self.lm.next_token_logprobs(prompts, self._label_tokens)
+            flat = [t for toks in self._label_tokens for t in toks]
+            rows = self.lm.next_token_logprobs(prompts, flat)
+            out = []
+            for row in rows:
+                at, labels = 0, []
+                for toks in self._label_tokens:
+                    labels.append(_logsumexp(row[at : at + len(toks)]))
+                    at += len(toks)
+                out.append(labels)
+            return out
+        if self.form == "completion":  # a server's completions endpoint (matches without case)
+            return [list(r) for r in self.lm.score_text_choices_batch(texts, self.label_words)]
         conversations = [[Message(role="user", content=t)] for t in texts]
         batch = getattr(self.lm, "score_choices_batch", None)
-        if batch is not None:
+        if batch is not None:  # a server's top tokens (matched without case)
             return [list(r) for r in batch(conversations, self.label_words)]
-        return [list(self.lm.score_choices(conv, self.label_words)) for conv in conversations]
+        # exact continuation scores: every case variant scored, summed per label
+        variants = [case_variants(w) for w in self.label_words]
+        flat = [v for vs in variants for v in vs]
+        out = []
+        for conv in conversations:
+            row = list(self.lm.score_choices(conv, flat))
+            at, labels = 0, []
+            for vs in variants:
+                labels.append(_logsumexp(row[at : at + len(vs)]))
+                at += len(vs)
+            out.append(labels)
+        return out

@@ -1,5 +1,8 @@
 """An LM behind any OpenAI-compatible chat-completions API: OpenAI, vLLM, SGLang or
-``factrl serve lm``. ``load_lm("openai:MODEL", base_url=URL)`` builds one.
+``factrl serve lm``. ``load_lm("openai:MODEL", base_url=URL)`` builds one. Label scoring
+also reaches the (legacy) completions endpoint, for completion models such as
+gpt-3.5-turbo-instruct (:meth:`OpenAILM.score_text_choices_batch`,
+:mod:`factrl.lm.openai_completions`).
 
 Text level: :meth:`OpenAILM.complete` sends one chat completion per conversation (``n``
 is always 1: a GRPO group is its rows), all of them concurrently, at most
@@ -44,6 +47,7 @@ from typing import Any
 from factrl.lm import chat_codec
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, RowFailures, row_configs
 from factrl.lm.loader import LMLoadError
+from factrl.lm.openai_completions import completion_body, parse_completion, top_choice_scores
 from factrl.lm.remote import (BackgroundLoop, LMRequestError, RetryPolicy, choice_seed, parse_retry_after,
                               retryable_status)
 from factrl.lm.response_cache import ResponseCache, request_key
@@ -162,12 +166,14 @@ class OpenAILM:
         cache: str | Path | ResponseCache | None = None,
         logprobs: bool = True,
         top_logprobs: int = 20,
+        completion_logprobs: int = 5,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         if not model:
             raise LMLoadError("an OpenAI-compatible model needs a name: openai:MODEL")
-        if timeout <= 0 or max_concurrency < 1 or not 0 <= top_logprobs <= 20:
-            raise ValueError("need timeout > 0, max_concurrency >= 1 and 0 <= top_logprobs <= 20")
+        if timeout <= 0 or max_concurrency < 1 or not 0 <= top_logprobs <= 20 or completion_logprobs < 0:
+            raise ValueError("need timeout > 0, max_concurrency >= 1, 0 <= top_logprobs <= 20 and "
+                             "completion_logprobs >= 0")
         self.model = model
         self.name = name or f"openai:{model}"
         self.base_url = base_url
@@ -181,6 +187,7 @@ class OpenAILM:
         self.cache = cache if isinstance(cache, ResponseCache) or cache is None else ResponseCache(cache)
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
+        self.completion_logprobs = completion_logprobs  # the completions endpoint's top-N (OpenAI: at most 5)
         self.extra_body = dict(extra_body or {})
         self.stats = RequestStats()
         self.sleep = asyncio.sleep  # tests swap in a recorder
@@ -240,9 +247,10 @@ class OpenAILM:
     def score_choices(self, conversation: Sequence[Message], choices: Sequence[str]) -> list[float]:
         """An approximation from one position's ``top_logprobs``: each choice scores the
         log of the summed probability of the top tokens it starts with (or that start
-        with it); a choice outside the top ``top_logprobs`` scores -inf, and choices that
-        share a first token score the same. NotImplementedError when the server gives no
-        top logprobs."""
+        with it), compared without case or leading spaces (:func:`top_choice_scores`); a
+        choice outside the top ``top_logprobs`` scores -inf, and choices that share a
+        first token score the same. NotImplementedError when the server gives no top
+        logprobs."""
         if isinstance(choices, (str, bytes)):
             raise TypeError("choices must be a list of strings, not one string")
         return self.score_choices_batch([conversation], choices)[0]
@@ -264,19 +272,30 @@ class OpenAILM:
                               GenerationConfig(max_new_tokens=1, temperature=0.0, seed=0), False, 0)
             body["top_logprobs"] = self.top_logprobs
             bodies.append(body)
+        return self._choice_scores(bodies, choices, "the server returned no top_logprobs")
+
+    def score_text_choices_batch(self, prompts: Sequence[str], choices: Sequence[str]) -> list[list[float]]:
+        """:meth:`score_choices_batch` on the completions endpoint: each choice as the
+        next token after the raw ``prompts`` text (no chat template), from the first
+        position's top ``completion_logprobs`` tokens. For completion models (FFRR's
+        scorer); a chat-only model refuses the endpoint (the server's error is raised)."""
+        if isinstance(prompts, (str, bytes)) or isinstance(choices, (str, bytes)):
+            raise TypeError("prompts and choices must be lists of strings")
+        if not choices or not prompts:
+            return [[] for _ in prompts]
+        if not self.completion_logprobs:
+            raise NotImplementedError(f"{self.name}: score_text_choices_batch needs completion_logprobs > 0")
+        bodies = [completion_body(self.model, str(p), self.completion_logprobs) for p in prompts]
+        return self._choice_scores(bodies, choices, "the completions endpoint returned no logprobs")
+
+    def _choice_scores(self, bodies: list[dict[str, Any]], choices: Sequence[str], missing: str) -> list[list[float]]:
         out = []
         for result in self._loop.run(self._gather(bodies)):
             if isinstance(result, BaseException):
                 raise result
-            top = result.get("top_logprobs")
-            if not top:
-                raise NotImplementedError(f"{self.name}: the server returned no top_logprobs, so choices cannot be scored")
-            scores = []
-            for choice in choices:
-                c = choice.lstrip()
-                mass = [lp for tok, lp in top if (t := tok.lstrip()) and (c.startswith(t) or t.startswith(c))]
-                scores.append(math.log(sum(math.exp(lp) for lp in mass)) if mass else -math.inf)
-            out.append(scores)
+            if not result.get("top_logprobs"):
+                raise NotImplementedError(f"{self.name}: {missing}, so choices cannot be scored")
+            out.append(top_choice_scores(result["top_logprobs"], choices))
         return out
 
     # -- internals ----------------------------------------------------------------------
@@ -349,11 +368,14 @@ class OpenAILM:
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.stats.cache_hits += 1
             return hit | {"cached": True}
-        send = {k: v for k, v in body.items() if k != "_index"}
+        send = {k: v for k, v in body.items() if k not in ("_index", "_endpoint")}
+        legacy = body.get("_endpoint") == "completions"
         assert self._semaphore is not None
 
         async def attempt() -> dict[str, Any]:
             self.stats.requests += 1
+            if legacy:
+                return parse_completion(await self._client.completions.create(**send))
             return _parse(await self._client.chat.completions.create(**send))
 
         async def wait(seconds: float) -> None:
@@ -363,7 +385,8 @@ class OpenAILM:
         async with self._semaphore:
             try:
                 result = await self.retry.run(attempt, _classify, sleep=wait,
-                                              what=f"chat completion of {self.name} at {self.base_url or 'OpenAI'}")
+                                              what=f"{'completion' if legacy else 'chat completion'} of "
+                                                   f"{self.name} at {self.base_url or 'OpenAI'}")
             except LMRequestError:
                 self.stats.failures += 1
                 raise

@@ -229,6 +229,10 @@ def test_presets_load_and_bad_settings_are_refused():
     assert (f.candidates, f.epsilon, f.top_k, f.tau, f.learning_rate, f.batch_size, f.warmup_ratio) == \
         (20, 0.1, 3, 1.0, 1e-5, 4, 0.1)
     assert f.level == "d+q" and f.baseline == "none" and not paper.preset.scaled_down
+    # §6.1.2: a completion model read off the completions endpoint; §6.1.1: trained on the
+    # train split, evaluated on the dataset's own test split
+    assert paper.scorer.model == "openai:gpt-3.5-turbo-instruct" and paper.scorer.form == "completion"
+    assert paper.data.held_out_fraction == 0.0 and paper.eval.split == "test"
     assert load_ffrr_config("ffrr_cpu").preset.scaled_down
     lik = load_ffrr_config("ffrr_cpu_likelihood")  # the validation-chosen departure
     assert lik.preset.scaled_down and lik.scorer.reward == "claim_likelihood"
@@ -360,3 +364,30 @@ def test_exact_estimator_scores_every_candidate_and_needs_no_sampling(setup):
         config(setup, "bad_exact_q", **{"ffrr.estimator": "exact", "ffrr.final_reward": False, "ffrr.level": "q"})
     with pytest.raises(ValueError, match="estimator"):
         config(setup, "bad_estimator", **{"ffrr.estimator": "guess"})
+
+
+def test_evaluation_on_the_datasets_own_split(tmp_path):
+    """eval.split evaluates a split of the dataset (the paper's test split); without it,
+    the held-out part of the training split."""
+    import shutil
+
+    from factrl.train.ffrr.config import load_ffrr_config
+    from factrl.train.ffrr.evaluate import evaluation_claims
+
+    data = tmp_path / "scifact"
+    shutil.copytree(FIXTURE, data)
+    rows = (FIXTURE / "claims_train.jsonl").read_text().splitlines()
+    (data / "claims_dev.jsonl").write_text("\n".join(rows[:3]) + "\n")
+    base = {"data.dataset": "scifact", "data.data_dir": str(data), "data.held_out_fraction": 0.0,
+            "output_dir": str(tmp_path / "run")}
+    name, claims = evaluation_claims(load_ffrr_config("ffrr_cpu", {**base, "eval.split": "dev"}))
+    assert name == "dev" and [c.id for c in claims] == [str(json.loads(r)["id"]) for r in rows[:3]]
+    name, claims = evaluation_claims(load_ffrr_config("ffrr_cpu", {**base, "data.held_out_fraction": 0.3}))
+    assert name == "held_out" and claims
+    with pytest.raises(ValueError, match="training split"):
+        evaluation_claims(load_ffrr_config("ffrr_cpu", {**base, "eval.split": "train"}))
+    with pytest.raises(FileNotFoundError, match="claims_test.jsonl"):
+        evaluation_claims(load_ffrr_config("ffrr_cpu", {**base, "eval.split": "test"}))
+    with pytest.raises(ValueError, match="folder"):
+        evaluation_claims(load_ffrr_config("ffrr_cpu", {**base, "eval.split": "dev",
+                                                        "data.data_dir": str(data / "claims_dev.jsonl")}))

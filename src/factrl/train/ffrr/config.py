@@ -95,7 +95,10 @@ class FFRRSettings:
 
 @dataclass
 class EvalSettings:
-    held_out: bool = True  # evaluate the held-out claims after training
+    held_out: bool = True  # evaluate after training
+    # the dataset's split evaluated (the paper: RAWFC's and LIAR-RAW's own test splits,
+    # read from data.data_dir); None: the held-out part of data.split
+    split: str | None = None
     pool_depth: int = 30  # rerank the frozen index's top N with the trained encoder (no corpus re-encode)
     # pool_depth = 0: search a whole index with the trained encoder's queries: eval.index
     # (built with `factrl index build --model OUT/final`), or the frozen index itself when

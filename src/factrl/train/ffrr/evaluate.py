@@ -31,7 +31,7 @@ from factrl.retrieval.dense import passage_text
 from factrl.retrieval.metrics import doc_ranking, ndcg_at_k, recall_at_k
 from factrl.types import Claim, Hit, Passage
 
-__all__ = ["PoolReranker", "evaluate_held_out", "relevant_docs"]
+__all__ = ["PoolReranker", "evaluate_held_out", "evaluation_claims", "relevant_docs"]
 
 
 def relevant_docs(claim: Claim) -> list[str]:
@@ -72,6 +72,31 @@ class PoolReranker:
             scored = sorted(((float(self._vec[h.passage.id] @ q), h.passage) for h in hits), key=lambda t: -t[0])
             out.append([Hit(passage=p, score=s) for s, p in scored[:k]])
         return out
+
+
+def evaluation_claims(cfg: Any) -> tuple[str, list[Claim]]:
+    """``(name, claims)`` evaluated after training: the dataset's own ``eval.split``
+    (labelled, non-empty claims; the paper's test split) when set, else the held-out part
+    of the training split recorded in the run directory."""
+    from factrl.datasets.prepare import prepare_splits
+
+    split = cfg.eval.split
+    if not split:
+        return "held_out", prepare_splits(cfg.data, Path(cfg.output_dir))[1]
+    from factrl.datasets.base import DATASETS
+
+    d = cfg.data
+    if Path(d.data_dir).is_file():
+        raise ValueError(f"eval.split {split!r} needs data.data_dir to be a folder with one file per split, "
+                         f"not the file {d.data_dir}")
+    if split == d.split:
+        raise ValueError(f"eval.split {split!r} is the training split (data.split); evaluate another split, "
+                         "or leave eval.split unset to evaluate the held-out part")
+    loaded = DATASETS.get(d.dataset)().load(Path(d.data_dir), split, on_error="skip" if d.skip_bad_rows else "raise")
+    claims = [c for c in loaded.claims if c.label is not None and c.text.strip()]
+    if not claims:
+        raise ValueError(f"{d.dataset!r} split {split!r} at {d.data_dir} has no labelled claims to evaluate")
+    return split, claims
 
 
 def _ranking_metrics(rankings: Sequence[list[str]], claims: Sequence[Claim], ks: Sequence[int],

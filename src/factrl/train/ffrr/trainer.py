@@ -90,7 +90,8 @@ def scorer_fingerprint(cfg: FFRRRunConfig, dtype: str = "float32") -> dict[str, 
         return {"model": s.model, "base_url": s.base_url, "reward": s.reward, "max_doc_chars": s.max_doc_chars,
                 "template": s.likelihood_template, **local}
     return {"model": s.model, "base_url": s.base_url, "form": s.form, "label_words": list(s.label_words.values()),
-            "max_doc_chars": s.max_doc_chars, "template": FFRR_TEMPLATE, **local}
+            "max_doc_chars": s.max_doc_chars, "template": FFRR_TEMPLATE,
+            "label_match": "any case, variants summed", **local}
 
 
 def open_score_cache(cfg: FFRRRunConfig, scorer: Any) -> Any:
