@@ -180,3 +180,25 @@ def test_metric_params_on_the_cli_are_recorded_and_checked(tmp_path, monkeypatch
     r = CliRunner().invoke(app, [*base, "--agent", "veri_r1", "--out", str(tmp_path / "v"),
                                  "--metric-param", "extract=sentences"])
     assert r.exit_code == 2 and "no metrics of its own" in " ".join(r.output.replace("│", " ").split())
+
+
+def test_the_written_evaluation_uses_top_10_chunks_of_100_words(tmp_path):
+    from factrl.metrics.rar_eval import write_rar_metrics
+
+    lm = Oracle()
+    trajs, reward = finished(lm)
+    seen = []
+    real = reward.with_evidence
+
+    def spy(**kw):
+        seen.append(kw)
+        return real(**kw)
+
+    object.__setattr__(reward, "with_evidence", spy)
+    summary = write_rar_metrics(tmp_path, trajs, lms={"policy": lm}, reward=reward)
+    assert seen == [{"k": 10, "chunk_tokens": 100}] and summary["evidence"] == {"k": 10, "chunk_words": 100}
+    write_rar_metrics(tmp_path, trajs, lms={"policy": lm}, reward=reward,
+                      params={"evidence_k": 4, "evidence_chunk_words": 50})
+    assert seen[-1] == {"k": 4, "chunk_tokens": 50}
+    with pytest.raises(ValueError, match="evidence_k must be a positive integer"):
+        write_rar_metrics(tmp_path, trajs, lms={"policy": lm}, reward=reward, params={"evidence_k": 0})

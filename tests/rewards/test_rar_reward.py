@@ -56,7 +56,7 @@ def test_verifier_answers_become_the_binary_reward():
     trajs = episodes(["The Nile flows south.", "The Nile is in Africa.", "The Nile flows north."], reward=reward)
     assert [t.reward.total for t in trajs] == [0.0, 1.0, 1.0]
     assert trajs[0].reward.components == {"no_contradiction": 0.0, "verifier_failed": 0.0, "empty_response": 0.0,
-                                          "episode_error": 0.0, "total": 0.0}
+                                          "episode_error": 0.0, "nonstop": 0.0, "total": 0.0}
     assert reward.components == ("no_contradiction",)
     # one pass per response, with the paper's prompt, the prompt and the response
     assert len(v.seen) == 3
@@ -176,3 +176,61 @@ def test_choice_mode_scores_the_two_answers_instead_of_generating():
     trajs = episodes(["The Nile flows north.", "The Nile flows south."], reward=reward)
     assert [t.reward.total for t in trajs] == [1.0, 0.0] and len(v.seen) == 2
     assert all(t.reward.components["verifier_failed"] == 0.0 for t in trajs)
+
+
+def test_a_response_that_never_stops_is_penalised_without_a_verifier_call():
+    """App. A.5: the non-stop sequence penalty — a response cut at the token budget (no
+    EOS) scores 0, whatever the verifier would say."""
+    reward, v = rar(lambda resp: binary(1))
+    claims = [prompt()] * 2
+    it = iter(["The Nile flows north.", "The Nile flows north and on and on"])
+    trajs = run_episodes(lambda: build("rar"), claims, ScriptedLM(lambda ctx: next(it)),
+                         RolloutConfig(temperature=0, batch_size=8, max_new_tokens=25), reward=reward)
+    assert [t.turns[-1].finish_reason for t in trajs] == ["eos", "length"]
+    assert [t.reward.total for t in trajs] == [1.0, 0.0]
+    assert trajs[1].reward.components["nonstop"] == 1.0 and trajs[0].reward.components["nonstop"] == 0.0
+    assert len(v.seen) == 1  # only the finished response was verified
+    assert "nonstop" in reward.diagnostics
+    off, v = rar(lambda resp: binary(1), nonstop_penalty=False)
+    (t,) = score_trajectories(off, [trajs[1]])
+    assert t.reward.total == 1.0 and len(v.seen) == 1
+
+
+def test_training_keeps_prompts_with_at_least_three_documents(tmp_path):
+    """App. C: instances with fewer than three documents are discarded."""
+    three = NILE + [{"id": "nile2", "title": "Nile", "text": "The Nile is long."}]
+    claims = [prompt("p3", documents=three), prompt("p2", documents=NILE), prompt("p0", documents=[]),
+              prompt("px", documents=None)]
+    reward, _ = rar(lambda resp: binary(1))
+    assert reward.min_documents == 3
+    assert [c.id for c in reward.training_claims(claims)] == ["p3"]
+    assert [c.id for c in reward.configure({"min_documents": 2}).training_claims(claims)] == ["p3", "p2"]
+    # a pools file counts its own documents; a retriever (a whole datastore) keeps every prompt
+    pools = EvidencePools()
+    pools.add("px", three)
+    pools.save_jsonl(tmp_path / "pools.jsonl")
+    with_pools = reward.configure({"pools": str(tmp_path / "pools.jsonl")})
+    assert [c.id for c in with_pools.training_claims(claims)] == ["p3", "px"]
+
+    class Store:
+        def search(self, queries, k):
+            return [[] for _ in queries]
+
+    from_store = reward.configure({}, RewardDeps(retriever=Store()))
+    assert [c.id for c in from_store.training_claims(claims)] == ["p3", "p0", "px"]
+    with pytest.raises(ValueError, match="no training prompt has at least 3 documents"):
+        reward.training_claims(claims[1:])
+
+
+def test_evaluation_evidence_has_its_own_k_and_chunking():
+    """The hallucination evaluation retrieves the top-10 chunks of 100 words per claim
+    (App. B.1), not the reward's 8 chunks of 512 tokens."""
+    long_doc = [{"id": "big", "title": "Nile", "text": " ".join(f"Nile fact number {i} is here." for i in range(300))}]
+    reward, _ = rar(lambda resp: binary(1))
+    traj = episodes(["x"], claims=[prompt(documents=long_doc)])[0]
+    train_side = reward.evidence(traj, "Nile fact number")
+    assert len(train_side) == 4 and max(len(p.text.split()) for p in train_side) > 100  # 1,800 words in 512-word chunks
+    evaluation = reward.with_evidence(k=10, chunk_tokens=100)
+    shown = evaluation.evidence(traj, "Nile fact number")
+    assert len(shown) == 10 and all(len(p.text.split()) <= 100 for p in shown)
+    assert (reward.k, reward.chunk_tokens) == (8, 512)  # the reward itself is unchanged

@@ -47,6 +47,9 @@ def run(tiny_model, out, monkeypatch, **grpo):
         "model.id": str(tiny_model), "output_dir": str(out),
         "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE), "data.held_out_fraction": 0.2,
         "env.name": "rar", "reward.name": "rar", "rollout.batch_size": 8, "grpo.num_generations": 4,
+        # the fixture's prompts have one or two documents; the tiny model never stops within
+        # 12 tokens, and the non-stop penalty would give every response 0 (no signal)
+        "reward.params": {"min_documents": 1, "nonstop_penalty": False},
         **{f"grpo.{k}": v for k, v in grpo.items()},
     })
     train_grpo(cfg)
@@ -77,6 +80,33 @@ def test_kl_to_the_reference_is_in_the_loss(tiny_model, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "kl" / "config.json").read_text())["grpo"]["beta"] == beta
 
 
+def test_training_drops_prompts_with_fewer_documents(tiny_model, tmp_path, monkeypatch):
+    """App. C: prompts with fewer than three documents are discarded; with two allowed,
+    only the fixture's two-document prompt trains."""
+    import factrl.train.rollout_adapter as adapter
+    import factrl.train.setup as setup
+
+    trained = []
+    real = adapter.EnvRollout.__init__
+
+    def spy(self, claims, *a, **kw):
+        trained.append(sorted(c.id for c in claims.values()))
+        real(self, claims, *a, **kw)
+
+    monkeypatch.setattr(adapter.EnvRollout, "__init__", spy)
+    monkeypatch.setattr(setup, "load_reward_lm", lambda model, base_url=None, on=None: verifier_lm())
+    base = {"model.id": str(tiny_model), "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE),
+            "data.held_out_fraction": 0.0, "env.name": "rar", "reward.name": "rar", "rollout.batch_size": 8,
+            "grpo.num_generations": 4, "grpo.max_steps": 1}
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml",
+                          {**base, "output_dir": str(tmp_path / "two"), "reward.params": {"min_documents": 2}})
+    train_grpo(cfg)
+    assert trained == [["p1"]]
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {**base, "output_dir": str(tmp_path / "three")})
+    with pytest.raises(ValueError, match="no training prompt has at least 3 documents"):
+        train_grpo(cfg)
+
+
 def test_binary_rar_presets_keep_the_kl_on():
     for name in ("binary_rar", "binary_rar_cpu"):
         cfg = load_run_config(name)
@@ -84,6 +114,10 @@ def test_binary_rar_presets_keep_the_kl_on():
     paper = load_run_config("binary_rar")
     assert paper.reward.params["k"] == 8 and paper.reward.params["chunk_tokens"] == 512
     assert paper.reward.params.get("mode", "generate") == "generate"
+    # App. C: >= 3 documents per prompt, the non-stop penalty (App. A.5); App. B.1's
+    # evaluation evidence (top-10 chunks of 100 words) is the metric's default
+    assert paper.reward.params.get("min_documents", 3) == 3 and paper.reward.params.get("nonstop_penalty", True)
+    assert not {"evidence_k", "evidence_chunk_words"} & set(paper.env.metric_params)
     assert (paper.grpo.prompts_per_update, paper.grpo.num_generations) == (16, 8)
     assert paper.model.id == "Qwen/Qwen3-8B" and paper.grpo.learning_rate == 1e-6 and paper.grpo.beta == 1e-3
     assert paper.reward.verifier == "openai:Qwen/Qwen3-32B" and not paper.preset.scaled_down
@@ -122,7 +156,9 @@ def test_held_out_evaluation_writes_hallucination_rates_before_and_after(tmp_pat
     monkeypatch.setattr(loader, "load_lm", lambda model, **kw: loads.append((model, kw)) or policy)
     cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {
         "output_dir": str(tmp_path), "data.dataset": "rar_prompts", "data.data_dir": str(FIXTURE),
-        "data.held_out_fraction": 0.6, "env.name": "rar", "reward.name": "rar", "model.dtype": "bfloat16"})
+        "data.held_out_fraction": 0.6, "env.name": "rar", "reward.name": "rar", "model.dtype": "bfloat16",
+        # responses are cut at 12 tokens: without the non-stop penalty the verifier decides
+        "reward.params": {"nonstop_penalty": False}})
     for name in ("eval_before", "eval_after"):
         m = evaluate_held_out(cfg, "m", tmp_path / name)
         assert m["agent_metrics"]["n"] == 3 and m["mean_reward"] == 1.0

@@ -14,8 +14,10 @@
 reward's mean and its failures) and ``hallucination_per_prompt.jsonl`` (one line per
 prompt: response, reward, claims with their judgements, or the short-form outcome). Its
 ``params`` (``factrl eval --metric-param key=value``) are ``extract`` (``lm`` |
-``sentences``), ``judge`` (``generate`` | ``choice``), ``extract_max_new_tokens`` and
-``judge_max_new_tokens``.
+``sentences``), ``judge`` (``generate`` | ``choice``), ``extract_max_new_tokens``,
+``judge_max_new_tokens``, and the evidence each claim is judged against:
+``evidence_k`` chunks (default 10) of ``evidence_chunk_words`` words (default 100) — the
+paper's evaluation setting (App. B.1), not the reward's 8 chunks of 512 tokens.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ DETAIL_FILE = "hallucination_per_prompt.jsonl"
 Retrieve = Callable[[Trajectory, str], Sequence[str | Passage]]
 EXTRACT_MODES = ("lm", "sentences")
 JUDGE_MODES = ("generate", "choice")
-_PARAMS = ("extract", "judge", "extract_max_new_tokens", "judge_max_new_tokens")
+_PARAMS = ("extract", "judge", "extract_max_new_tokens", "judge_max_new_tokens", "evidence_k", "evidence_chunk_words")
+EVIDENCE_K = 10  # App. B.1: "retrieve the top 10 evidence chunks (100 words each) for each claim"
+EVIDENCE_CHUNK_WORDS = 100
 
 
 def _response(t: Trajectory) -> str:
@@ -155,11 +159,18 @@ def _options(params: Mapping[str, Any] | None) -> dict[str, Any]:
     _check_modes(out["extract"], out["judge_mode"])
     for key, name in (("extract_max_new_tokens", "extract_config"), ("judge_max_new_tokens", "judge_config")):
         if key in params:
-            n = params[key]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"{key} must be a positive integer, got {n!r}")
-            out[name] = GenerationConfig(max_new_tokens=n, temperature=0.0)
+            out[name] = GenerationConfig(max_new_tokens=_positive(params, key), temperature=0.0)
+    out["evidence_k"] = _positive(params, "evidence_k") if "evidence_k" in params else EVIDENCE_K
+    out["evidence_chunk_words"] = (_positive(params, "evidence_chunk_words") if "evidence_chunk_words" in params
+                                   else EVIDENCE_CHUNK_WORDS)
     return out
+
+
+def _positive(params: Mapping[str, Any], key: str) -> int:
+    n = params[key]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{key} must be a positive integer, got {n!r}")
+    return n
 
 
 def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms: Mapping[str, LM],
@@ -170,10 +181,12 @@ def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms:
     see the module's docstring; an unknown key or value is a ValueError."""
     lm = lms.get("judge") or lms["policy"]
     options = _options(params)
-    retrieve = getattr(reward, "evidence", None)
-    if retrieve is None:
+    k, words = options.pop("evidence_k"), options.pop("evidence_chunk_words")
+    source = getattr(reward, "with_evidence", None)
+    if source is None:
         raise ValueError(f"reward {getattr(reward, 'name', reward)!r} has no evidence source for the judge; use --reward rar")
-    summary, per_prompt = rar_hallucination(trajectories, lm, retrieve, **options)
+    summary, per_prompt = rar_hallucination(trajectories, lm, source(k=k, chunk_tokens=words).evidence, **options)
+    summary["evidence"] = {"k": k, "chunk_words": words}
     out_dir = Path(out_dir)
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     with (out_dir / DETAIL_FILE).open("w", encoding="utf-8") as fh:

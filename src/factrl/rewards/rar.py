@@ -19,7 +19,14 @@ group (no signal, not a penalty and not a gift; the mean is over the episodes sc
 one batch, so keep ``rollout.batch_size`` a multiple of the group size); ``"zero"`` or
 ``"one"`` instead. An
 empty response (``empty_response``) and a failed episode (``episode_error``) score 0
-without a verifier call.
+without a verifier call, and so does a response that never stopped (``nonstop``: cut at
+the token budget, no EOS) — App. A.5's non-stop sequence penalty (``nonstop_penalty``;
+the paper gives no value, so the binary reward's 0).
+
+Training data (App. C): prompts with fewer than ``min_documents`` (3) pre-cached
+documents are discarded (:meth:`RarReward.training_claims`, applied by the GRPO trainer).
+The hallucination evaluation searches with its own depth and chunking
+(:meth:`RarReward.with_evidence`; App. B.1: top-10 chunks of 100 words).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any, ClassVar
 from factrl.lm.base import GenerationConfig
 from factrl.rewards.base import REWARDS, RewardDeps
 from factrl.rewards.rar_verifier import VerifierOutput, strip_think, verify, verify_by_choice
-from factrl.types import Passage, RewardBreakdown, Trajectory
+from factrl.types import Claim, Passage, RewardBreakdown, Trajectory
 
 __all__ = ["RarReward", "NoEvidenceError", "PARSE_FAILURE_POLICIES"]
 
@@ -57,11 +64,13 @@ class RarReward:
     max_new_tokens: int = 1024
     mode: str = "generate"  # or "choice": score the two answers instead of sampling (binary only)
     margin: float = 0.0  # choice mode: SCORE 1 needs logprob(1) - logprob(0) >= margin
+    nonstop_penalty: bool = True  # a response cut at the budget (no EOS) scores 0 (App. A.5)
+    min_documents: int = 3  # training prompts need this many cached documents (App. C)
     name: str = "rar"
     verifier: Any = field(default=None, repr=False, compare=False)
     retriever: Any = field(default=None, repr=False, compare=False)
     _cache: _Cache = field(default_factory=_Cache, repr=False, compare=False)
-    diagnostics: ClassVar[tuple[str, ...]] = ("verifier_failed", "empty_response", "episode_error")
+    diagnostics: ClassVar[tuple[str, ...]] = ("verifier_failed", "empty_response", "episode_error", "nonstop")
     lm_roles: ClassVar[tuple[str, ...]] = ("verifier",)  # LMs a trainer must provide
 
     def __post_init__(self) -> None:
@@ -73,6 +82,8 @@ class RarReward:
             raise ValueError(f"k and chunk_tokens must be >= 1, got {self.k}, {self.chunk_tokens}")
         if self.margin != 0.0 and self.mode != "choice":
             raise ValueError(f"margin applies to mode='choice' only (mode is {self.mode!r})")
+        if self.min_documents < 0:
+            raise ValueError(f"min_documents must be >= 0, got {self.min_documents}")
 
     @property
     def components(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -105,6 +116,33 @@ class RarReward:
         raise NoEvidenceError(f"prompt {cid!r} has no documents to verify against ({where}, the prompt has no "
                               "'documents', and the reward has no retriever)")
 
+    def with_evidence(self, *, k: int, chunk_tokens: int) -> RarReward:
+        """This reward searching the same documents for the top ``k`` chunks of
+        ``chunk_tokens`` words (pools of its own): the evaluation's evidence (App. B.1:
+        10 chunks of 100 words) beside the reward's (8 of 512)."""
+        return replace(self, k=int(k), chunk_tokens=int(chunk_tokens), _cache=_Cache())
+
+    def document_count(self, claim: Claim) -> int | None:
+        """How many cached documents ``claim`` has (a pools file's, else its own); None
+        when its evidence comes from a retriever over a whole datastore."""
+        pools = self._pools()
+        if claim.id in pools:
+            return len(pools.documents(claim.id))
+        own = claim.meta.get("documents") or []
+        if not own and self.retriever is not None:
+            return None
+        return len(own)
+
+    def training_claims(self, claims: Sequence[Claim]) -> list[Claim]:
+        """The prompts with at least ``min_documents`` documents (App. C: "instances with
+        fewer than three retrieved documents are discarded"), in order; a ValueError when
+        none is left."""
+        kept = [c for c in claims if (n := self.document_count(c)) is None or n >= self.min_documents]
+        if claims and not kept:
+            raise ValueError(f"no training prompt has at least {self.min_documents} documents "
+                             f"({len(claims)} prompts; lower reward.params.min_documents to keep them)")
+        return kept
+
     # -- scoring -------------------------------------------------------------------
 
     def verify_trajectories(self, trajectories: Sequence[Trajectory]) -> list[VerifierOutput | None]:
@@ -114,7 +152,7 @@ class RarReward:
             raise RuntimeError(f"reward {self.name!r} needs a verifier LM: build it with "
                                "RewardDeps(lms={'verifier': lm}) (training: reward.verifier; eval: --verifier)")
         todo = [(i, t, strip_think(t.model_text)) for i, t in enumerate(trajectories)]
-        todo = [(i, t, r) for i, t, r in todo if t.error is None and r]
+        todo = [(i, t, r) for i, t, r in todo if t.error is None and r and not self._nonstop(t)]
         rows = ([t.claim.text for _, t, _ in todo], [r for _, _, r in todo],
                 [self.evidence(t, f"{t.claim.text}\n{r}") for _, t, r in todo])
         if not todo:
@@ -128,6 +166,13 @@ class RarReward:
         for (i, _, _), out in zip(todo, outs):
             result[i] = out
         return result
+
+    def _nonstop(self, traj: Trajectory) -> bool:
+        """The response never stopped (its last model turn hit the token budget)."""
+        if not self.nonstop_penalty:
+            return False
+        last = next((t for t in reversed(traj.turns) if t.source == "model"), None)
+        return last is not None and last.finish_reason == "length"
 
     def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
         trajs = list(trajectories)
@@ -150,8 +195,9 @@ class RarReward:
             comps = {
                 key: v,
                 "verifier_failed": float(failed),
-                "empty_response": float(out is None and t.error is None),
+                "empty_response": float(out is None and t.error is None and not self._nonstop(t)),
                 "episode_error": float(t.error is not None),
+                "nonstop": float(t.error is None and self._nonstop(t)),
                 "total": v,
             }
             breakdowns.append(RewardBreakdown(components=comps, total=v))
@@ -172,15 +218,18 @@ class RarReward:
         ``on_parse_failure``, ``max_new_tokens``, ``mode`` (``generate``; ``choice`` scores
         the two answers instead, for small verifiers), ``margin`` (choice mode: the
         logprob margin the "no contradiction" answer needs, a calibration for verifiers
-        that prefer it everywhere); ``deps.lms["verifier"]`` is the verifier,
-        ``deps.retriever`` a fallback evidence source."""
+        that prefer it everywhere), ``nonstop_penalty`` (a response cut at the budget
+        scores 0), ``min_documents`` (training prompts need that many documents);
+        ``deps.lms["verifier"]`` is the verifier, ``deps.retriever`` a fallback evidence
+        source."""
         extra: dict[str, Any] = {}
         if deps is not None:
             if deps.lms.get("verifier") is not None:
                 extra["verifier"] = deps.lms["verifier"]
             if deps.retriever is not None:
                 extra["retriever"] = deps.retriever
-        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode", "margin"}
+        unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode", "margin",
+                                 "nonstop_penalty", "min_documents"}
         if unknown:
             raise TypeError(f"unknown parameter(s) {sorted(unknown)}")
         return replace(self, **dict(params), **extra, _cache=_Cache())

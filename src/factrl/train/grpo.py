@@ -54,6 +54,19 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def _reward_selection(reward: Any, claims: list[Claim]) -> list[Claim]:
+    """The claims a reward can train on (``reward.training_claims``, e.g. Binary RAR's
+    prompts with at least three documents); all of them for other rewards."""
+    select = getattr(reward, "training_claims", None)
+    if select is None:
+        return claims
+    kept = list(select(claims))
+    if len(kept) < len(claims):
+        _say(f"reward {getattr(reward, 'name', '')}: {len(claims) - len(kept)} of {len(claims)} training claims "
+             "dropped (see its training_claims)")
+    return kept
+
+
 def _claim_key(c: Claim) -> str:
     return f"[{c.id}] {c.text.strip()}"
 
@@ -87,13 +100,14 @@ def train_grpo(
     if not resume and ckpt is None and latest_checkpoint(out) is not None:
         raise FileExistsError(f"{out} already has checkpoints; pass --resume or choose another output dir")
     out.mkdir(parents=True, exist_ok=True)
-    train_claims = training_order(list(claims) if claims is not None else prepare_splits(cfg.data, out)[0], cfg)
+    make_env = make_env or run_env_factory(cfg)
+    reward = reward or run_reward(cfg, make_env)
+    train_claims = training_order(_reward_selection(reward, list(claims) if claims is not None
+                                                    else prepare_splits(cfg.data, out)[0]), cfg)
     (out / "config.json").write_text(json.dumps({**ran.to_dict(), "runtime": describe_device(ran.model.device)},
                                                 indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout
-    make_env = make_env or run_env_factory(cfg)
-    reward = reward or run_reward(cfg, make_env)
     rollout = EnvRollout(
         by_key,
         make_env,
