@@ -95,7 +95,8 @@ def teach(out: Path, indexes: dict, counts: dict[str, tuple[int, int]]) -> list[
             if not claims:
                 continue
             run = out / "teacher" / f"{source}-{mode}"
-            evaluate(claims, _make_env(mode, index), TemplateTeacher(claims, quote=True, gold_requery=False), run,
+            evaluate(claims, _make_env(mode, index), TemplateTeacher(claims, online=mode == "online", quote=True,
+                                                                     gold_requery=False), run,
                      rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096,
                                            max_total_tokens=1_000_000),
                      run_info={"model": "template-teacher", "dataset": source, "purpose": "teach",

@@ -95,7 +95,8 @@ def main() -> int:
         t0 = time.perf_counter()
         teach = interleave_labels(train)[: args.sft_claims]
         make_env = run_env_factory(cfg)
-        evaluate(teach, make_env, TemplateTeacher(teach), out / "teacher",
+        online = cfg.env.params.get("mode", "offline" if cfg.env.name == "veri_r1_offline" else "online") == "online"
+        evaluate(teach, make_env, TemplateTeacher(teach, online=online), out / "teacher",
                  rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096, max_total_tokens=1_000_000),
                  run_info={"model": "template-teacher", "agent": {"name": cfg.env.name, "params": cfg.env.params}}, progress=False)
         train_sft(out / "teacher" / "trajectories.jsonl", args.init_model, out / "sft",

@@ -167,7 +167,10 @@ class Episode:
             max_new_tokens=min(self.budget.max_turn_tokens, room),
             stop=ctx.stop,
             seed=seed,
-            meta={"claim_id": self.claim.id, "group_index": self.group_index, "role": ctx.role},
+            # which episode, context (0: the opening one) and turn of that context a row
+            # is: scripted teachers answer from this, never by parsing the prompt
+            meta={"claim_id": self.claim.id, "group_index": self.group_index, "role": ctx.role,
+                  "context": self.current, "context_turn": sum(t.source == "model" for t in ctx.turns)},
         )
 
     def take(

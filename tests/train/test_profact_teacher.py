@@ -110,6 +110,7 @@ def test_make_teacher_picks_the_agents_protocol():
     assert isinstance(make_teacher("profact", [CLAIM], {"max_questions": 2}), ProFactTeacher)
     assert make_teacher("profact", [CLAIM], {"max_questions": 2}).max_questions == 2
     assert isinstance(make_teacher("veri_r1", [CLAIM]), TemplateTeacher)
+    assert make_teacher("veri_r1", [CLAIM]).online and not make_teacher("veri_r1_offline", [CLAIM]).online
     with pytest.raises(RegistryError, match="teacher"):
         make_teacher("haris", [CLAIM])
 
@@ -119,3 +120,36 @@ def test_gold_strings_the_reward_uses_match_the_teacher_items():
     qs = [q for q, _, _ in teacher.gold(CLAIM)]
     assert qs == list(dict.fromkeys(gold_questions(CLAIM)))
     assert f"{qs[1]} No. He was elected in 2016." in gold_qa_strings(CLAIM)
+
+
+def test_the_teacher_knows_its_question_from_the_episode_not_from_the_retrieved_text():
+    """Retrieved text holding a "Question: ..." line (a pooled QA store does) must not be
+    mistaken for the question the search context is about."""
+    text = "What was the tax rate in 2019? 30 percent\nQuestion: Was a bridge built?\nmore"
+    tricky = [Passage(id="7_qa_0", doc_id="7_qa_0", text=text, sentence_ids=["7_qa_0"], sentences=[text])]
+    spec = EnvSpec(name="profact", params={"max_questions": 2})
+    (traj,) = run_episodes(lambda: build(spec, EnvDeps(retriever=WordOverlapRetriever(tricky))), [CLAIM],
+                           ProFactTeacher([CLAIM], max_questions=2))
+    assert traj.verdict.format_ok, traj.verdict.format_errors
+    assert traj.searches == ["What was the tax rate in 2019?", "When was the mayor elected?"]
+    assert [qa["answer"] for qa in traj.meta["qa"]][0] == "30 percent"
+
+
+def test_the_veri_r1_teacher_takes_the_setting_from_the_environment_spec():
+    """Online or offline comes from the agent's parameters, not from reading the prompt:
+    a claim whose words also open the instructions is still searched online."""
+    from factrl.envs.veri_r1 import VeriR1Config, VeriR1Env
+    from factrl.types import EvidenceRef
+
+    claim = Claim(id="k", text="high-level strategy", label="SUPPORT",
+                  evidence=[EvidenceRef(id="nile_sentence_1", text="It flows north.")])
+    passages = [Passage(id="nile#0", doc_id="nile", text="high-level strategy", sentence_ids=["nile_sentence_1"],
+                        sentences=["high-level strategy"])]
+    teacher = make_teacher("veri_r1", [claim], {"mode": "online"})
+    assert teacher.online
+    (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(passages), VeriR1Config(mode="online")), [claim],
+                           teacher)
+    assert traj.searches == ["high-level strategy"] and traj.verdict.format_ok, traj.verdict.format_errors
+    assert not make_teacher("veri_r1", [claim], {"mode": "offline"}).online
+    assert not make_teacher("veri_r1_offline", [claim], {}).online
+    assert make_teacher("veri_r1", [claim], {}).online  # the environment's own default

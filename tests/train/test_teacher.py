@@ -21,17 +21,18 @@ CLAIMS = [
 
 
 def test_teacher_trajectories_are_protocol_perfect_offline_and_online():
-    offline = run_episodes(lambda: VeriR1Env(None, VeriR1Config(mode="offline")), CLAIMS, TemplateTeacher(CLAIMS))
+    offline = run_episodes(lambda: VeriR1Env(None, VeriR1Config(mode="offline")), CLAIMS,
+                           TemplateTeacher(CLAIMS, online=False))
     assert all(t.verdict.format_ok for t in offline), [t.verdict.format_errors for t in offline]
     assert [t.claim_id for t in select_correct(offline)] == ["s", "r", "n"]
-    online = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), CLAIMS, TemplateTeacher(CLAIMS))
+    online = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), CLAIMS, TemplateTeacher(CLAIMS, online=True))
     assert all(t.verdict.format_ok for t in online), [t.verdict.format_errors for t in online]
     assert [t.claim_id for t in select_correct(online)] == ["s", "r", "n"]
     assert online[0].searches == ["The Nile flows north."]
 
 
 def test_quoting_teacher_cites_the_sentence_and_never_searches_with_gold_text():
-    teacher = TemplateTeacher(CLAIMS, quote=True, quote_words=3, gold_requery=False)
+    teacher = TemplateTeacher(CLAIMS, online=False, quote=True, quote_words=3, gold_requery=False)
     offline = run_episodes(lambda: VeriR1Env(None, VeriR1Config(mode="offline")), CLAIMS, teacher)
     assert [t.claim_id for t in select_correct(offline)] == ["s", "r", "n"]
     s_text = offline[0].turns[0].text
@@ -44,7 +45,7 @@ def test_quoting_teacher_cites_the_sentence_and_never_searches_with_gold_text():
                  evidence=[EvidenceRef(id="amazon_sentence_0", text="The Amazon carries the most water.")])
     claims = [*CLAIMS, miss]
     online = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), claims,
-                          TemplateTeacher(claims, quote=True, gold_requery=False))
+                          TemplateTeacher(claims, online=True, quote=True, gold_requery=False))
     assert all(t.verdict.format_ok for t in online)
     assert all(len(t.searches) == 1 for t in online)
     assert online[3].verdict.label.value == "NOT ENOUGH INFO"
@@ -53,10 +54,11 @@ def test_quoting_teacher_cites_the_sentence_and_never_searches_with_gold_text():
 
 def test_teacher_follows_the_short_prompt_in_both_settings():
     short = lambda **kw: VeriR1Config(prompt="short", **kw)  # noqa: E731
-    offline = run_episodes(lambda: VeriR1Env(None, short(mode="offline")), CLAIMS, TemplateTeacher(CLAIMS, quote=True))
+    offline = run_episodes(lambda: VeriR1Env(None, short(mode="offline")), CLAIMS,
+                           TemplateTeacher(CLAIMS, online=False, quote=True))
     assert [t.claim_id for t in select_correct(offline)] == ["s", "r", "n"]
     assert all(not t.searches for t in offline)
     online = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES), short()), CLAIMS,
-                          TemplateTeacher(CLAIMS, quote=True, gold_requery=False))
+                          TemplateTeacher(CLAIMS, online=True, quote=True, gold_requery=False))
     assert [t.claim_id for t in select_correct(online)] == ["s", "r", "n"]
     assert all(len(t.searches) == 1 and t.turns[0].text.startswith("<plan>") for t in online)

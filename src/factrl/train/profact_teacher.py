@@ -15,9 +15,11 @@ Stage by stage, through the real environment like any LM:
 - **verdict stage**: the gold label in ``<verdict>`` (AVeriTeC spelling).
 
 Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
-preset's 96-token turns. Which claim a row belongs to comes from the row's metadata
-(``claim_id``, ``role``), never from parsing the prompt; the context is read only for
-what the environment has shown (the question being answered, the ids retrieved).
+preset's 96-token turns. Which claim, stage and question a row belongs to comes from the
+row's metadata (``claim_id``, ``role``, ``context``: the i-th search context answers the
+teacher's own i-th question; ``context_turn``: the search call or the answer), never from
+parsing the prompt; the context is read only for what the environment has shown after
+the teacher's own search call (the ids retrieved).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ __all__ = ["ProFactTeacher", "NOT_ANSWERED"]
 
 NOT_ANSWERED = "The evidence does not answer this question."
 _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
-_QUESTION = re.compile(r"\nQuestion: (.+)\n")
 
 
 def _one_line(text: str) -> str:
@@ -83,23 +84,22 @@ class ProFactTeacher(ScriptedLM):
         if claim is None or claim.label is None:
             return "<verdict>Not Enough Evidence</verdict>"
         gold = self.gold(claim)
+        asked = [q for q, _, _ in gold] or [_one_line(claim.text)]  # the questions this teacher writes
         if meta.get("role") == "search":
-            return self._search_turn(context, gold)
-        # What the episode added after the prompt (whose protocol text shows an example block).
-        after_prompt = context.partition(claim.text.strip())[2]
-        if "</questions>" not in after_prompt:
-            if not gold:
-                return "<questions>\n1. " + _one_line(claim.text) + "\n</questions>"
-            return "<questions>\n" + "\n".join(f"{n}. {q}" for n, (q, _, _) in enumerate(gold, 1)) + "\n</questions>"
+            index = int(meta.get("context", 0)) - 1  # the i-th search context answers question i
+            if not 0 <= index < len(asked):
+                return f"<answer>{NOT_ANSWERED}</answer>"
+            return self._search_turn(context, asked[index], gold, int(meta.get("context_turn", 0)))
+        if int(meta.get("context_turn", 0)) == 0:
+            return "<questions>\n" + "\n".join(f"{n}. {q}" for n, q in enumerate(asked, 1)) + "\n</questions>"
         return f"<verdict>{AVERITEC_LABELS[claim.label]}</verdict>"
 
-    def _search_turn(self, context: str, gold: list[tuple[str, str, str]]) -> str:
-        found = list(_QUESTION.finditer(context))
-        question = _one_line(found[-1].group(1)) if found else ""
-        after = context[found[-1].end():] if found else ""
-        if "<information>" not in after:
-            return f"<search>{question}</search>"
-        shown = set(_SHOWN.findall(after))
+    def _search_turn(self, context: str, question: str, gold: list[tuple[str, str, str]], turn: int) -> str:
+        call = f"<search>{question}</search>"
+        if turn == 0:
+            return call
+        # what the environment showed after this teacher's own search call
+        shown = set(_SHOWN.findall(context.rpartition(call)[2]))
         for q, answer, ev_id in gold:
             if q == question and answer and ev_id in shown:  # the pooled store's ids are the gold ids
                 return f"<answer>{_cut(answer, self.max_answer_chars)}</answer>"

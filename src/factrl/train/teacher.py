@@ -8,7 +8,8 @@ factrl records: ``train_sft`` re-encodes their text with the student's tokenizer
 reasoning is a template: it teaches the protocol, not judgement.
 
 It knows which claim a row belongs to from the row's generation metadata (the episode
-machine passes the claim id), never by parsing the prompt; it reads the context only
+machine passes the claim id) and whether the agent searches (online) from the agent's
+parameters (:func:`make_teacher`), never by parsing the prompt; it reads the context only
 for what the environment has shown so far (``[[id]]`` lines, searches made).
 """
 
@@ -33,8 +34,9 @@ _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 
 
 class TemplateTeacher(ScriptedLM):
-    """``TemplateTeacher(claims)``: answers each claim (by the claim id of the row) with
-    its gold label, citing the gold evidence ids it has seen in the context.
+    """``TemplateTeacher(claims, online=...)``: answers each claim (by the claim id of the
+    row) with its gold label, citing the gold evidence ids it has seen in the context;
+    ``online`` says whether the environment searches (the agent's ``mode``).
 
     ``quote=True`` makes the reasoning quote the first cited sentence (up to
     ``quote_words`` words) before the judgement, so the student learns to point at the
@@ -47,10 +49,11 @@ class TemplateTeacher(ScriptedLM):
 
     name = "template-teacher"
 
-    def __init__(self, claims: Sequence[Claim], *, quote: bool = False, quote_words: int = 30,
+    def __init__(self, claims: Sequence[Claim], *, online: bool, quote: bool = False, quote_words: int = 30,
                  gold_requery: bool = True) -> None:
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
+        self.online = bool(online)
         self.quote = quote
         self.quote_words = quote_words
         self.gold_requery = gold_requery
@@ -59,13 +62,12 @@ class TemplateTeacher(ScriptedLM):
         claim = self.by_id.get(str(meta.get("claim_id")))
         if claim is None or claim.label is None:
             return "<answer>\nLabel: NOT ENOUGH INFO\nEvidence: \n</answer>"
-        # The prompt's protocol description (before the claim) offers <search> only online.
-        before_claim, _, after_prompt = context.partition(claim.text.strip())
-        online = "<search>" in before_claim
-        # What the environment showed after the prompt's own protocol description.
-        shown = set(_SHOWN.findall(after_prompt))
+        online = self.online
+        # What the environment has shown: gold ids appear only in its <information>
+        # blocks (the prompt's protocol text shows placeholder ids such as e_1).
+        shown = set(_SHOWN.findall(context))
         gold = [e for e in claim.evidence if e.id in shown]
-        searches = after_prompt.count("<search>")
+        searches = int(meta.get("context_turn", 0)) if online else 0  # every earlier turn ended in a search
         if online and searches == 0:
             return f"<plan>Find what the literature says about the claim: {claim.text.strip()}</plan>\n<search>{claim.text.strip()}</search>"
         if (self.gold_requery and online and claim.label is not Label.NEI and len(gold) < len(claim.evidence)
@@ -73,12 +75,12 @@ class TemplateTeacher(ScriptedLM):
             missing = next(e for e in claim.evidence if e.id not in shown)
             query = (missing.text or claim.text).strip()[:200]
             return f"<think>The results do not settle the claim yet.</think>\n<search>{query}</search>"
-        return self._answer(claim, gold, self._shown_text(after_prompt) if self.quote else None)
+        return self._answer(claim, gold, self._shown_text(context) if self.quote else None)
 
-    def _shown_text(self, after_prompt: str) -> dict[str, str]:
+    def _shown_text(self, context: str) -> dict[str, str]:
         """``{id: sentence}`` of the ``[[id]]: text`` lines shown so far."""
         out = {}
-        for line in after_prompt.splitlines():
+        for line in context.splitlines():
             m = re.match(r"\s*\[\[([^\[\]\n]+?)\]\]:\s*(.*)", line)
             if m:
                 out[m.group(1)] = m.group(2).strip()
@@ -113,10 +115,14 @@ class TemplateTeacher(ScriptedLM):
 
 
 @TEACHERS.register("veri_r1")
-@TEACHERS.register("veri_r1_offline")
 def _veri_r1_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> TemplateTeacher:
-    del params  # the teacher reads the setting (online/offline) from the prompt
-    return TemplateTeacher(claims)
+    """Online unless the agent's ``mode`` says offline (the environment's own default)."""
+    return TemplateTeacher(claims, online=params.get("mode", "online") == "online")
+
+
+@TEACHERS.register("veri_r1_offline")
+def _veri_r1_offline_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> TemplateTeacher:
+    return TemplateTeacher(claims, online=params.get("mode", "offline") == "online")
 
 
 def make_teacher(agent: str, claims: Sequence[Claim], params: dict[str, Any] | None = None) -> ScriptedLM:
