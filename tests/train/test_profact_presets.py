@@ -50,9 +50,11 @@ def tiny_model(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny"), layers=1, hidden=32, heads=2)
 
 
-def test_a_grpo_step_runs_profact_with_the_process_reward(tiny_model, tmp_path):
+def test_a_grpo_step_runs_profact_with_the_process_reward(tiny_model, tmp_path, monkeypatch):
     """`factrl train grpo --agent profact` wiring: one GRPO update of a tiny model on the
-    AVeriTeC fixture, BM25 over its pooled answers; the reward's parts are logged."""
+    AVeriTeC fixture, BM25 over its pooled answers; the reward's parts are logged, and
+    each trajectory reaches TRL as 1 + max_questions completions (its search contexts
+    trained too), as many as TRL's prompts."""
     pytest.importorskip("trl")
     pytest.importorskip("nltk")
     from factrl.datasets import load_dataset
@@ -67,6 +69,17 @@ def test_a_grpo_step_runs_profact_with_the_process_reward(tiny_model, tmp_path):
     docs, _ = pool_evidence(load_dataset("averitec", data, "dev").claims)
     write_pooled_corpus(docs, tmp_path / "corpus.jsonl")
     build_index(tmp_path / "corpus.jsonl", tmp_path / "index", progress=False)
+    from factrl.train import rollout_adapter
+
+    handed = []  # (prompts TRL passed, rows returned, the trajectories)
+    real_call = rollout_adapter.EnvRollout.__call__
+
+    def spy(self, prompts, trainer):
+        out = real_call(self, prompts, trainer)
+        handed.append((len(prompts), len(out["completion_ids"]), out))
+        return out
+
+    monkeypatch.setattr(rollout_adapter.EnvRollout, "__call__", spy)
     cfg = load_run_config("profact_cpu", {
         "model.id": str(tiny_model), "output_dir": str(tmp_path / "run"), "data.data_dir": str(data),
         "data.held_out_fraction": 0.25, "env.index": str(tmp_path / "index"), "rollout.max_new_tokens": 8,
@@ -76,5 +89,7 @@ def test_a_grpo_step_runs_profact_with_the_process_reward(tiny_model, tmp_path):
     train_grpo(cfg)
     rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
     assert len(rows) == 1
+    # profact_cpu: 3 questions → 4 rows per trajectory; 2 prompts x 2 trajectories x 4
+    assert [(n, m) for n, m, _ in handed] == [(16, 16)]
     assert {"rewards/reward_total/mean", "rewards/reward_question/mean", "rewards/reward_qa/mean",
             "rewards/reward_label/mean", "rewards/label_correct/mean"} <= set(rows[0])

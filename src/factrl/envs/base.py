@@ -6,7 +6,10 @@ plain evaluation, TRL's rollout hook and verl's agent loop alike.
 An environment may move the conversation to another context: a :class:`Switch` in its
 :class:`StepResult` asks for the next generation as a given role, either on fresh chat
 messages (a reset context, or a sub-agent's episode inside a turn) or back on that
-role's latest context.
+role's latest context. Such an environment declares ``segment_budget`` — role → the most
+fresh contexts of that role one episode opens — so a trainer can size its batches
+(:func:`factrl.train.rollout_adapter.contexts_per_trajectory`); one that opens none
+needs no such attribute.
 """
 
 from __future__ import annotations

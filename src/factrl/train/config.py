@@ -290,16 +290,19 @@ def precision_args(device: str, dtype: str) -> dict[str, bool]:
     return {"use_cpu": device == "cpu", "bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
 
 
-def trl_batch_args(g: GRPOSettings, num_processes: int = 1) -> dict[str, int]:
+def trl_batch_args(g: GRPOSettings, num_processes: int = 1, rows_per_trajectory: int = 1) -> dict[str, int]:
     """Paper-style batch sizes → TRL's ``per_device_train_batch_size``,
-    ``gradient_accumulation_steps`` and ``steps_per_generation`` (in micro-steps)."""
-    per_update = g.prompts_per_update * g.num_generations
+    ``gradient_accumulation_steps`` and ``steps_per_generation`` (in micro-steps).
+    ``rows_per_trajectory`` R: each trajectory is R completions (one per trained
+    context, :mod:`factrl.train.rollout_adapter`), so an update holds R times the rows."""
+    per_update = g.prompts_per_update * g.num_generations * rows_per_trajectory
     if g.prompts_per_generation % g.prompts_per_update:
         raise ValueError("prompts_per_generation must be a multiple of prompts_per_update")
     denom = g.micro_batch_size * num_processes
     if per_update % denom:
+        rows = f" × rows per trajectory ({rows_per_trajectory})" if rows_per_trajectory > 1 else ""
         raise ValueError(
-            f"prompts_per_update × num_generations ({per_update}) must be a multiple of "
+            f"prompts_per_update × num_generations{rows} ({per_update}) must be a multiple of "
             f"micro_batch_size × processes ({denom})"
         )
     accum = per_update // denom
@@ -310,12 +313,17 @@ def trl_batch_args(g: GRPOSettings, num_processes: int = 1) -> dict[str, int]:
     }
 
 
-def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
+def grpo_args(cfg: GRPORunConfig, rows_per_trajectory: int = 1) -> dict[str, Any]:
     """The keyword arguments of TRL's ``GRPOConfig`` that come from the run config.
 
     ``train_grpo`` adds only what depends on the code: the reward weights. No TRL import
     (torch only to resolve an ``auto`` device), so tests can check what reaches TRL.
+    With ``rows_per_trajectory`` R > 1 (an agent whose policy plays further contexts),
+    TRL's ``num_generations`` is ``grpo.num_generations`` × R (see
+    :mod:`factrl.train.rollout_adapter`).
     """
+    if rows_per_trajectory < 1:
+        raise ValueError(f"rows_per_trajectory must be >= 1, got {rows_per_trajectory}")
     g, r = cfg.grpo, cfg.rollout
     if not 0.0 <= g.warmup_ratio < 1.0:
         raise ValueError(f"grpo.warmup_ratio must be in [0, 1), got {g.warmup_ratio}")
@@ -329,7 +337,7 @@ def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
         # of the optimiser updates (TrainingArguments.get_warmup_steps rounds it up).
         "warmup_steps": g.warmup_ratio if g.warmup_ratio else g.warmup_steps,
         "beta": g.beta,
-        "num_generations": g.num_generations,
+        "num_generations": g.num_generations * rows_per_trajectory,
         "num_iterations": g.num_iterations,
         "epsilon": g.epsilon,
         "loss_type": g.loss_type,
@@ -352,5 +360,5 @@ def grpo_args(cfg: GRPORunConfig) -> dict[str, Any]:
         "save_only_model": False,
         "dataloader_num_workers": 0,
         "shuffle_dataset": not g.label_balanced,
-        **trl_batch_args(g),
+        **trl_batch_args(g, rows_per_trajectory=rows_per_trajectory),
     }

@@ -91,7 +91,7 @@ def train_grpo(
 
     from factrl.lm.device import describe_device
     from factrl.train.callbacks import JsonlMetricsCallback, TimeBudgetCallback, plot_curves
-    from factrl.train.rollout_adapter import EnvRollout, reward_functions
+    from factrl.train.rollout_adapter import EnvRollout, contexts_per_trajectory, reward_functions, trained_roles
     from factrl.train.setup import run_env_factory, run_reward
 
     ran = resolved_config(cfg)  # what this machine trains on, as the run records it
@@ -108,6 +108,9 @@ def train_grpo(
                                                 indent=2) + "\n")
     by_key = {_claim_key(c): c for c in train_claims}
     g, r = cfg.grpo, cfg.rollout
+    # every context the policy generates in is a completion of its own (ProFact's searches)
+    probe = make_env()
+    rows, roles = contexts_per_trajectory(probe, lms), trained_roles(probe, lms)
     rollout = EnvRollout(
         by_key,
         make_env,
@@ -120,12 +123,14 @@ def train_grpo(
         ),
         reward,
         lms=lms,
+        rows_per_trajectory=rows,
+        roles=roles,
         control=g.control,
     )
     funcs, weights = reward_functions(reward, control=g.control)
     # device and mixed precision from model.device/model.dtype (use_cpu: transformers
     # refuses bf16 without an accelerator unless told the run is on CPU)
-    args = GRPOConfig(**grpo_args(cfg), reward_weights=weights)
+    args = GRPOConfig(**grpo_args(cfg, rows_per_trajectory=rows), reward_weights=weights)
     peft_config = None
     if cfg.model.lora:
         from peft import LoraConfig
@@ -149,6 +154,7 @@ def train_grpo(
     _say(
         f"GRPO: {len(train_claims)} training claims, model {cfg.model.id} on {ran.model.device} "
         f"({ran.model.dtype}), preset {cfg.preset.name}"
+        + (f", {rows} completions per trajectory (one per trained context)" if rows > 1 else "")
         + (f", resuming from {ckpt.name}" if ckpt else "")
     )
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)

@@ -77,6 +77,7 @@ class HarisEnv:
         # reasoner: one turn per question, one more after the budget, the verification;
         # search agent: its own turns per question
         self.max_turns = (self.config.max_questions + 2) + self.config.max_questions * self.config.searcher.max_turns
+        self.segment_budget = {SEARCHER: self.config.max_questions}  # one search-agent context per question
         self._claim: Claim | None = None
 
     def reset(self, claim: Claim) -> list[Message]:

@@ -18,8 +18,10 @@ One turn for the questions, two per question and one for the verdict: at most
 ``meta["stage_errors"]`` and, tagged with the stage, in the verdict's
 ``format_errors``. A question whose search call or answer does not parse stays in the
 record without an answer (the reward gives it nothing; the submission lists it with an
-empty answer). Under TRL's GRPO only the opening context (questions and verdict) is
-trained; the search contexts are segments.
+empty answer). The search contexts are trajectory segments; under TRL's GRPO every one
+of them played by the policy is trained too, as its own completion
+(:mod:`factrl.train.rollout_adapter`), so the QA-METEOR term reaches the queries and
+answers it rewards.
 
 Scored by the ``profact`` reward (:mod:`factrl.rewards.profact`).
 """
@@ -100,6 +102,7 @@ class ProFactEnv:
             raise ValueError("the profact agent needs a retriever (the evidence store)")
         self.retriever, self.config = retriever, config or ProFactConfig()
         self.max_turns = self.config.max_turns
+        self.segment_budget = {SEARCH_ROLE: self.config.max_questions}  # one search context per question
         self._claim: Claim | None = None
 
     # -- episode -----------------------------------------------------------------------
