@@ -73,3 +73,19 @@ def test_evidence_for_the_hallucination_metrics_is_the_prompts_documents(world_d
     traj = episodes(["Dara Velkun was born in Korvath."], reward)[0]
     (passage,) = reward.evidence(traj, "Where was Dara Velkun born?")
     assert passage.doc_id == "dara_velkun" and "Korvath" in passage.text
+
+
+def test_the_hallucination_evaluation_reads_its_own_evidence_setting(world_dir, tmp_path) -> None:
+    """``factrl eval --agent rar --reward rar_factworld`` judges atomic claims against the
+    evaluation's evidence (top-10 chunks of 100 words by default), as with ``rar``."""
+    from factrl.metrics.rar_eval import write_rar_metrics
+
+    reward = build_reward(RewardSpec(name="rar_factworld", params={"world": str(world_dir)}), RewardDeps())
+    traj = episodes(["Dara Velkun was born in Korvath."], reward)[0]
+    small = reward.with_evidence(k=1, chunk_tokens=5)
+    (passage,) = small.evidence(traj, "Where was Dara Velkun born?")
+    assert len(passage.text.split()) <= 5 and reward.evidence_source.chunk_tokens == 512
+    judge = ScriptedLM(lambda ctx: "supported")
+    summary = write_rar_metrics(tmp_path, [traj], lms={"policy": judge}, reward=reward,
+                                params={"extract": "sentences", "judge": "generate"})
+    assert summary["evidence"] == {"k": 10, "chunk_words": 100} and summary["long_form"]["n_responses"] == 1

@@ -79,6 +79,11 @@ class FactWorldRarReward:
         (what the run's LM-judged hallucination metrics read)."""
         return self.evidence_source.evidence(traj, query, k)
 
+    def with_evidence(self, *, k: int, chunk_tokens: int) -> FactWorldRarReward:
+        """This reward with evidence of the top ``k`` chunks of ``chunk_tokens`` words (the
+        hallucination evaluation's own setting, :meth:`RarReward.with_evidence`)."""
+        return replace(self, evidence_source=self.evidence_source.with_evidence(k=k, chunk_tokens=chunk_tokens))
+
     def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> FactWorldRarReward:
         """``world`` (required), ``k``, ``chunk_tokens``; ``deps.retriever`` is the
         evidence fallback for prompts without documents."""
