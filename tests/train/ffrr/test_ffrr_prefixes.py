@@ -28,6 +28,7 @@ class Frozen:
 
 class Policy:
     tau = 1.0
+    device = "cpu"
 
     def __init__(self):
         self.texts = []
