@@ -90,7 +90,7 @@ def train_grpo(
     from trl import GRPOConfig, GRPOTrainer
 
     from factrl.lm.device import describe_device
-    from factrl.train.callbacks import JsonlMetricsCallback, TimeBudgetCallback, plot_curves
+    from factrl.train.callbacks import JsonlMetricsCallback, NonFiniteGradGuard, TimeBudgetCallback, plot_curves
     from factrl.train.rollout_adapter import EnvRollout, contexts_per_trajectory, reward_functions, trained_roles
     from factrl.train.setup import run_env_factory, run_reward
 
@@ -148,7 +148,7 @@ def train_grpo(
         train_dataset=Dataset.from_dict({"prompt": list(by_key)}),
         rollout_func=rollout,
         peft_config=peft_config,
-        callbacks=[JsonlMetricsCallback(out / "metrics.jsonl")]
+        callbacks=[NonFiniteGradGuard(), JsonlMetricsCallback(out / "metrics.jsonl")]
         + ([TimeBudgetCallback(g.max_minutes)] if g.max_minutes else []),
     )
     _say(
