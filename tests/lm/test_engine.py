@@ -237,3 +237,38 @@ def test_stop_automaton_agrees_with_the_decoding_stop_checker(pair):
             assert got == want, (ids[:n], got, want)
             if want is not None:
                 break
+
+
+def test_engine_reuses_a_longer_pool_instead_of_building_another(tiny_dir):
+    eager = load_lm(str(tiny_dir), max_batch_size=4)
+    engine = DecodeEngine(eager.model, eager.tokenizer, sorted(eager.eos_token_ids), max_slots=4, max_pools=2)
+    long_prompt = eager.encode("word " * 300)  # needs 512 positions
+    short = eager.encode("a short one")  # needs 256
+    cfg = [GenerationConfig(max_new_tokens=4, temperature=0.0)]
+    engine.generate([long_prompt], cfg, [1])
+    engine.generate([short], cfg, [1])
+    assert [k[1] for k in engine._pools] == [512]  # the 512-position pool served both
+    engine.generate([eager.encode("word " * 1000)], cfg, [1])  # 1024: a new pool
+    engine.generate([eager.encode("word " * 3000)], cfg, [1])  # 4096: the oldest is dropped
+    assert sorted(k[1] for k in engine._pools) == [1024, 4096]
+    a = engine.generate([short], cfg, [1])[0]
+    eager.engine = "off"
+    assert a.token_ids == eager.generate([short], cfg)[0].token_ids
+
+
+def test_nan_weights_fail_the_rows_not_the_trajectory_file(tiny_dir):
+    from factrl.lm.base import RowFailures
+
+    lm = load_lm(str(tiny_dir), max_batch_size=4)
+    with torch.no_grad():
+        lm.model.lm_head.weight[5].fill_(float("nan"))  # tied: embedding row 5 and its logit
+    try:
+        for mode in ("off", "on"):
+            lm.engine = mode
+            with pytest.raises(RowFailures) as got:
+                lm.generate([[5, 6, 7], [8, 9]], GenerationConfig(max_new_tokens=3, temperature=1.0, seed=1))
+            errors = got.value.errors
+            assert isinstance(errors[0], FloatingPointError) and "not finite" in str(errors[0])
+    finally:
+        with torch.no_grad():
+            lm.model.lm_head.weight[5].normal_(0, 0.02)

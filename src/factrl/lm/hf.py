@@ -29,6 +29,7 @@ scoring run in eval mode under ``torch.inference_mode()``; thread count is the c
 from __future__ import annotations
 
 import copy
+import math
 import os
 import weakref
 
@@ -42,7 +43,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from factrl.lm.engine.rng import uniform
 from factrl.lm.engine.sampling import choose_tokens
-from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_configs
+from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, RowFailures, row_configs
 from factrl.lm.device import DeviceError, default_batch_size, resolve_device, resolve_dtype, torch_dtype
 from factrl.lm.kv_cache import drop_shared_padding, new_cache
 from factrl.lm.loader import LMLoadError
@@ -241,7 +242,7 @@ class HFLM(TokenTextMixin):
                 self.model.train(was_training)
             for i, g in zip(order, outs):
                 results[i] = g
-            return [r for r in results if r is not None]
+            return _finite_rows([r for r in results if r is not None])
         was_training = self.model.training
         self.model.eval()
         try:
@@ -255,7 +256,7 @@ class HFLM(TokenTextMixin):
                         results[i] = g
         finally:
             self.model.train(was_training)
-        return [r for r in results if r is not None]
+        return _finite_rows([r for r in results if r is not None])
 
     @staticmethod
     def _row_seeds(config: GenerationConfig | Sequence[GenerationConfig], cfgs: list[GenerationConfig]) -> list[int]:
@@ -551,6 +552,18 @@ def _ban_repeats(logits: torch.Tensor, outs: list[list[int]], sizes: list[int]) 
         if ban and len(ban) < guarded.shape[-1]:  # never ban the whole vocabulary
             guarded[b, list(ban)] = float("-inf")
     return guarded
+
+
+def _finite_rows(gens: list[Generation]) -> list[Generation]:
+    """``gens``, or a :class:`RowFailures` failing the rows whose logprobs are not finite:
+    a model whose weights or activations went NaN/inf samples noise, and its episodes
+    must end as counted errors, not as trajectories no JSON reader accepts."""
+    bad = [i for i, g in enumerate(gens) if g.logprobs and not all(math.isfinite(x) for x in g.logprobs)]
+    if not bad:
+        return gens
+    err = FloatingPointError("the model's log-probabilities are not finite (NaN/inf logits: are its weights NaN?)")
+    raise RowFailures([None if i in bad else g for i, g in enumerate(gens)],
+                      [err if i in bad else None for i in range(len(gens))])
 
 
 def _active_dtype(model: Any, device: torch.device) -> torch.dtype:

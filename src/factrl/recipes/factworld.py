@@ -138,7 +138,8 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
     cfg = _grpo_config(r, out, "none")
     train, _ = prepare_splits(cfg.data, Path(cfg.output_dir))
     claims = interleave_labels(train, seed=r.teacher_seed)[: r.teacher_claims]
-    teacher = NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, quote=True, gold_requery=False)
+    teacher = NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, quote=True, gold_requery=False,
+                           online=cfg.env.params.get("mode", "online") == "online")
     evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d,
              # the teacher's ids are characters: budgets in characters, far above a student's
              rollout=RolloutConfig(temperature=0.0, max_new_tokens=2048, max_total_tokens=16384, batch_size=64),

@@ -96,7 +96,7 @@ class DecodeEngine:
     def __init__(
         self, model: Any, tokenizer: Any, eos_token_ids: Sequence[int], *, max_slots: int = 256,
         steps_per_sync: int = 8, graphs: bool | None = None, dtype: torch.dtype | None = None,
-        min_bucket: int = 8, max_pools: int = 2,
+        min_bucket: int = 8, max_pools: int = 3, reuse_factor: int = 4,
     ) -> None:
         if max_slots < 1 or steps_per_sync < 1:
             raise ValueError("max_slots and steps_per_sync must be >= 1")
@@ -119,10 +119,12 @@ class DecodeEngine:
             raise ValueError("CUDA graphs need a CUDA device")
         self.min_bucket = max(1, min_bucket)
         self.max_pools = max_pools
+        self.reuse_factor = reuse_factor
         self._pools: dict[tuple[int, int], _Pool] = {}
         self._tables: dict[tuple[tuple[str, ...], ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._single_tables: dict[tuple[str, ...], Any] = {}
         self._mempool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self._stream: Any = None
         self.stats = EngineStats()
 
     # -- public ------------------------------------------------------------------------
@@ -322,9 +324,12 @@ class DecodeEngine:
         tok, pos, count, cap, seed = pool.tok[sl], pool.pos[sl], pool.count[sl], pool.cap[sl], pool.seed[sl]
         sstate, sset, finish, which, done = pool.sstate[sl], pool.sset[sl], pool.finish[sl], pool.which[sl], pool.done[sl]
         out_tok, out_lp, logits = pool.out_tok[sl], pool.out_lp[sl], pool.logits[sl]
+        cos, sin, eos_mask = pool.cos, pool.sin, self.eos_mask
         rows = torch.arange(bucket, device=self.device)
         last_col = pool.length - 1
         steps = self.steps_per_sync
+        # The body closes over tensors only (not the pool or the engine), so dropping a pool
+        # frees its graphs and cache at once instead of at the next garbage collection.
 
         def body() -> None:
             for _ in range(steps):
@@ -337,7 +342,7 @@ class DecodeEngine:
                 hit = hit_table[sset, sstate, new]
                 nxt = next_state[sset, sstate, new]
                 grown = count + live.long()
-                reason = torch.where(self.eos_mask[new], _EOS,
+                reason = torch.where(eos_mask[new], _EOS,
                                      torch.where(hit >= 0, _STOP, torch.where(grown >= cap, _LENGTH, _LIVE)))
                 reason = torch.where(live, reason, finish)
                 which.copy_(torch.where(live & (reason == _STOP), hit, which))
@@ -346,7 +351,7 @@ class DecodeEngine:
                 count.copy_(grown)
                 tok.copy_(torch.where(live, new, tok))
                 done.copy_(done | (reason != _LIVE))
-                logits.copy_(decode_step(w, ck, cv, tok, pos, pool.cos, pool.sin))
+                logits.copy_(decode_step(w, ck, cv, tok, pos, cos, sin))
                 pos.copy_(pos + live.long())
 
         return body
@@ -360,7 +365,9 @@ class DecodeEngine:
             pool.graphs[gkey] = body
             return
         pool.done.fill_(True)
-        stream = torch.cuda.Stream(device=self.device)
+        if self._stream is None:  # one side stream for every warm-up (each new stream costs workspaces)
+            self._stream = torch.cuda.Stream(device=self.device)
+        stream = self._stream
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
             body()  # warm-up: lazy initialisation outside the capture
@@ -383,16 +390,35 @@ class DecodeEngine:
     # -- resources -----------------------------------------------------------------------
 
     def _pool(self, length: int) -> _Pool:
+        """A pool of at least ``length`` positions: the smallest held one that is at most
+        ``reuse_factor`` times longer (no new capture), else a new one (least recently
+        used pools dropped first). Every new pool means new CUDA graphs, so a run whose
+        context lengths wander settles on a few pools instead of rebuilding them."""
+        fits = sorted((k[1], k) for k in self._pools if length <= k[1] <= self.reuse_factor * length)
+        if fits:
+            key = fits[0][1]
+            pool = self._pools.pop(key)
+            self._pools[key] = pool  # most recently used last
+            return pool
         key = (self.max_slots, length)
-        pool = self._pools.pop(key, None)
-        if pool is None:
-            while len(self._pools) >= self.max_pools:
-                self._pools.pop(next(iter(self._pools)))  # least recently used
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            pool = _Pool(self.weights, self.max_slots, length, self.device)
-        self._pools[key] = pool  # most recently used last
+        while len(self._pools) >= self.max_pools:
+            self._drop(next(iter(self._pools)))
+        if self.device.type == "cuda":
+            need = 2 * len(self.weights.layers) * self.max_slots * self.weights.kv_heads * length * self.weights.head_dim
+            need *= torch.finfo(self.dtype).bits // 8
+            while self._pools and torch.cuda.mem_get_info(self.device)[0] < 1.5 * need:
+                self._drop(next(iter(self._pools)))
+            torch.cuda.empty_cache()
+        pool = _Pool(self.weights, self.max_slots, length, self.device)
+        self._pools[key] = pool
         return pool
+
+    def _drop(self, key: tuple[int, int]) -> None:
+        pool = self._pools.pop(key)
+        for entry in pool.graphs.values():
+            if isinstance(entry, tuple):
+                entry[0].reset()
+        pool.graphs.clear()
 
     def _stop_tables(self, stop_sets: tuple[tuple[str, ...], ...]) -> tuple[torch.Tensor, torch.Tensor]:
         got = self._tables.get(stop_sets)
