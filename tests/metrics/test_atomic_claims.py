@@ -180,6 +180,16 @@ def test_parse_claim_list(text: str, ok: bool) -> None:
         assert claims == ("a", "b")  # blank claims are not claims
 
 
+def test_hostile_claim_lists_are_counted_failures() -> None:
+    # json recurses once per '[': past its limit that was a RecursionError out of the metric
+    claims, why = parse_claim_list("[" * 5_000)
+    assert claims is None and why is not None and why.startswith("not a JSON list (nested too deep)")
+    assert parse_claim_list("```" + "a" * 50_000)[0] is None  # a fence that never closes
+    assert parse_claim_list('```json\n["a"]\n```') == (("a",), None)
+    assert parse_claim_list('<think>x</think>```json ["a"] ```') == (("a",), None)
+    assert parse_judgement("```" + " " * 50_000 + "supported```") == (Support.SUPPORTED, None)
+
+
 def test_parse_judgement_unsupported_synonym() -> None:
     assert parse_judgement("Unsupported") == (Support.UNSUPPORTED, None)
     assert parse_judgement("supported.\n")[0] is Support.SUPPORTED

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from factrl.lm.base import Generation, RowFailures
 from factrl.lm.scripted import ScriptedLM
-from factrl.rewards.rar_verifier import (BINARY_PROMPT, RATING_PROMPT, parse_verifier_output, strip_think,
-                                         verifier_prompt, verify)
+from factrl.rewards.rar_verifier import (BINARY_PROMPT, MAX_LITERAL_CHARS, MAX_OBJECTS, RATING_PROMPT,
+                                         parse_verifier_output, strip_think, verifier_prompt, verify)
 from factrl.types import Passage
 
 
@@ -74,6 +74,21 @@ def test_strip_think_drops_closed_and_unclosed_traces():
     assert strip_think("<think>a</think>answer") == "answer"
     assert strip_think("answer<think>cut off") == "answer"
     assert strip_think("<THINK>x</THINK> y <think>z</think>") == "y"
+
+
+def test_degenerate_outputs_are_counted_failures_read_in_bounded_time():
+    one = json.dumps({"REASONING": "r", "SCORE": 1})
+    # a loop of answers is not an answer, and each object costs a parse
+    many = parse_verifier_output(one * (MAX_OBJECTS + 1))
+    assert many.score is None and many.error.startswith(f"more than {MAX_OBJECTS} JSON objects")
+    assert parse_verifier_output(one * 16).score == 1  # 16 objects that agree are read
+    # a Python literal longer than MAX_LITERAL_CHARS is not compiled; its SCORE field still reads
+    long = "{'REASONING': '" + "x" * MAX_LITERAL_CHARS + "', 'SCORE': 0}"
+    assert parse_verifier_output(long).score == 0
+    assert parse_verifier_output("{" * 100_000).error.startswith("no JSON object with a SCORE")
+    assert parse_verifier_output("SCORE:" + " " * 100_000 + "x").error.startswith("no JSON object")
+    assert parse_verifier_output("```" + "a" * 100_000).score is None
+    assert parse_verifier_output("<think>" * 20_000 + '{"SCORE": 1}').error.startswith("empty output")
 
 
 # -- fuzzing ----------------------------------------------------------------------------

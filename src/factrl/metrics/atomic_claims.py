@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from factrl.corpus.sentences import split_sentences
+from factrl.envs.textparse import FENCE_OPEN
 from factrl.lm.base import LM, Generation, GenerationConfig, RowFailures
 from factrl.metrics.hallucination import JudgedClaim, ResponseClaims, Support
 from factrl.types import Message, Passage
@@ -115,7 +116,6 @@ Task: Given the search results above, is the claim supported, contradicted, or i
 Your decision:"""
 
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 _VERDICTS = {
     "supported": Support.SUPPORTED,
     "contradicted": Support.CONTRADICTED,
@@ -144,8 +144,12 @@ def _clip(s: str) -> str:
 def _strip_wrappers(text: str) -> str:
     """``text`` without a leading ``<think>…</think>`` and an enclosing code fence."""
     text = _THINK.sub("", text, count=1).strip()
-    fenced = _FENCE.match(text)
-    return fenced.group(1).strip() if fenced else text
+    # A fence that opens the text and closes it. (The pattern this replaces, with a lazy
+    # body between two runs of spaces, backtracked quadratically on a long language name.)
+    opening = FENCE_OPEN.match(text)
+    if opening is None or not text.endswith("```") or opening.end() > len(text) - 3:
+        return text
+    return text[opening.end() : len(text) - 3].strip()
 
 
 def parse_claim_list(text: str) -> tuple[tuple[str, ...] | None, str | None]:
@@ -156,6 +160,8 @@ def parse_claim_list(text: str) -> tuple[tuple[str, ...] | None, str | None]:
         value = json.loads(body)
     except json.JSONDecodeError as exc:
         return None, f"not a JSON list ({exc.msg}): {_clip(body)!r}"
+    except RecursionError:  # '[[[[…' deeper than json's recursion allows
+        return None, f"not a JSON list (nested too deep): {_clip(body)!r}"
     if not isinstance(value, list):
         return None, f"JSON {type(value).__name__}, not a list: {_clip(body)!r}"
     bad = [x for x in value if not isinstance(x, str)]

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from factrl.envs.textparse import code_fences, strip_think
 from factrl.lm.base import LM, Generation, GenerationConfig, RowFailures
 from factrl.types import Message, Passage
 
@@ -110,12 +111,11 @@ Respond **ONLY** in valid JSON format with exactly these two fields:
 """ + _INPUTS + """
 Respond in JSON format. {{ "REASONING": "[...]", "SCORE": "<your-score>" }}"""
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_OPEN_THINK = re.compile(r"<think>.*\Z", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[A-Za-z]*\s*(.*?)```", re.DOTALL)
 # A last resort for objects that are not JSON nor Python (unquoted keys, trailing junk):
-# the SCORE key, a separator, then a number, quoted or not.
-_SCORE_FIELD = re.compile(r"""["']?\bSCORE\b["']?\s*[:=]\s*["']?\s*(-?\d+(?:\.\d+)?)\s*["']?""", re.IGNORECASE)
+# the SCORE key, a separator, then a number, quoted or not. The spaces around an opening
+# quote are two runs only when there is a quote between them (``\s*["']?\s*`` let them
+# split one long run every way: quadratic).
+_SCORE_FIELD = re.compile(r"""["']?\bSCORE\b["']?\s*[:=]\s*(?:["']\s*)?(-?\d+(?:\.\d+)?)""", re.IGNORECASE)
 _REASON_FIELD = re.compile(r"""["']?\bREASONING\b["']?\s*[:=]\s*["']((?:[^"'\\]|\\.)*)["']""", re.IGNORECASE)
 _CLIP = 80
 
@@ -123,12 +123,6 @@ _CLIP = 80
 def _clip(s: str) -> str:
     s = " ".join(s.split())
     return s if len(s) <= _CLIP else s[: _CLIP - 1] + "…"
-
-
-def strip_think(text: str) -> str:
-    """``text`` without ``<think>…</think>`` blocks (a reasoning model's, e.g. Qwen3), and
-    without an unclosed ``<think>`` tail (a trace cut at the token budget)."""
-    return _OPEN_THINK.sub("", _THINK.sub("", text)).strip()
 
 
 @dataclass(frozen=True)
@@ -147,31 +141,49 @@ class VerifierOutput:
         return self.score is not None
 
 
-def _objects(text: str, quotes: bool = True) -> list[str]:
+# Inside an object, the run up to its next brace: plain text and whole quoted strings
+# (escapes skipped). Each alternative starts with a different character, so a match never
+# backtracks; what stops it is a brace, the end, or a string that never closes.
+_SKIP_TO_BRACE = {
+    True: re.compile(r"""(?:[^{}"']+|"[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')*""", re.DOTALL),
+    False: re.compile(r"[^{}]*"),
+}
+# No verifier's answer nests deeper; past it a run of '{' is not worth a step per brace.
+_MAX_DEPTH = 64
+# Objects read from one output at most: a real answer has one (two with an echoed template).
+MAX_OBJECTS = 32
+# The longest object read as a Python literal (JSON is read at any length).
+MAX_LITERAL_CHARS = 8_000
+
+
+def _objects(text: str, quotes: bool = True, limit: int | None = None) -> list[str]:
     """Candidate ``{...}`` substrings, outermost first, balanced by brace depth; inside an
     object, braces within quoted strings (either quote) do not count (``quotes=False``:
-    quotes are ordinary characters)."""
-    out, depth, start, quote, escaped = [], 0, -1, "", False
-    for i, ch in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif quotes and ch in "\"'" and depth:
-            quote = ch
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                out.append(text[start : i + 1])
-    if quotes and depth and not out:  # an unterminated string swallowed the rest: retry ignoring quotes
-        return _objects(text, quotes=False)
+    quotes are ordinary characters). At most ``limit``; an object left open (or nested
+    deeper than ``_MAX_DEPTH``) ends the list."""
+    skip = _SKIP_TO_BRACE[quotes]
+    out: list[str] = []
+    unclosed = False
+    pos = 0
+    while (limit is None or len(out) < limit) and (start := text.find("{", pos)) != -1:
+        depth, i = 1, start + 1
+        while 0 < depth <= _MAX_DEPTH:
+            i = skip.match(text, i).end()  # type: ignore[union-attr]  # it matches the empty string
+            ch = text[i : i + 1]
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            else:  # the end of the text, or an unterminated string
+                break
+            i += 1
+        if depth:
+            unclosed = True
+            break
+        out.append(text[start:i])
+        pos = i
+    if quotes and unclosed and not out:  # an unterminated string swallowed the rest: retry ignoring quotes
+        return _objects(text, quotes=False, limit=limit)
     return out
 
 
@@ -180,6 +192,8 @@ def _load(obj: str) -> Any:
         return json.loads(obj)
     except (json.JSONDecodeError, RecursionError):
         pass
+    if len(obj) > MAX_LITERAL_CHARS:  # compiling it costs ~3 µs a character; no answer is this long
+        return None
     try:  # single quotes, True/False, trailing commas: a Python literal
         return ast.literal_eval(obj)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -216,8 +230,15 @@ def parse_verifier_output(text: str, *, scale: int = 1) -> VerifierOutput:
         raise TypeError(f"verifier output must be text, not {type(text).__name__}")
     raw = text
     body = strip_think(text)
-    fenced = _FENCE.findall(body)
-    candidates = [o for f in fenced for o in _objects(f)] + _objects(body)
+    candidates: list[str] = []
+    for fence in code_fences(body):
+        if "{" in fence:
+            candidates += _objects(fence, limit=MAX_OBJECTS + 1 - len(candidates))
+        if len(candidates) > MAX_OBJECTS:
+            break
+    candidates += _objects(body, limit=max(0, MAX_OBJECTS + 1 - len(candidates)))
+    if len(candidates) > MAX_OBJECTS:  # a loop, not an answer; and each object costs a parse
+        return VerifierOutput(None, "", f"more than {MAX_OBJECTS} JSON objects: {_clip(body)!r}", raw)
     found: list[tuple[int | None, str, str | None]] = []
     for obj in candidates:
         value = _load(obj)
@@ -232,7 +253,7 @@ def parse_verifier_output(text: str, *, scale: int = 1) -> VerifierOutput:
     if not found:
         fields = _SCORE_FIELD.findall(body)
         if fields:
-            scores = {_score_value(f, scale) for f in fields}
+            scores = {_score_value(f, scale) for f in set(fields)}
             if len(scores) > 1:
                 return VerifierOutput(None, "", f"SCORE fields disagree: {_clip(body)!r}", raw)
             score, why = scores.pop()

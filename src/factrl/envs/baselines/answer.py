@@ -49,12 +49,10 @@ def parse_answer_lines(text: str, keys: Sequence[str]) -> AnswerLines:
     keeps its first value, any other non-blank line is text outside the answer."""
     out = AnswerLines()
     outside: list[str] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+    for line in filter(None, map(str.strip, text.splitlines())):
         kv = line_key(line)
         if kv is None or kv[0] not in keys:
-            outside.append(line.strip())
+            outside.append(line)
         elif kv[0] in out.values:
             out.errors.append(f"'{kv[0].capitalize()}:' line given more than once")
         else:
