@@ -110,3 +110,58 @@ def pretend_cuda(monkeypatch, majors=(8, 7)) -> None:
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", props)
     monkeypatch.setattr(torch.version, "hip", None)
+
+
+class TricklingServer:
+    """A raw HTTP server on a free 127.0.0.1 port that answers every request with a 200,
+    its headers (a body of ``length`` bytes announced) and then one byte of it every
+    ``every`` seconds, for at most ``for_seconds``; then it closes the connection. A
+    context manager; ``requests`` counts the requests it read."""
+
+    def __init__(self, *, every: float = 0.2, for_seconds: float = 6.0, length: int = 100_000) -> None:
+        self.every, self.for_seconds, self.length = every, for_seconds, length
+        self.requests = 0
+        self.url = ""
+
+    def __enter__(self) -> TricklingServer:
+        import socketserver
+        import threading
+        import time
+
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = self.request.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1)) if b"ength" in head else 0
+                while len(body) < length:
+                    chunk = self.request.recv(65536)
+                    if not chunk:
+                        return
+                    body += chunk
+                outer.requests += 1
+                try:
+                    self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                         b"Content-Length: %d\r\n\r\n" % outer.length)
+                    end = time.monotonic() + outer.for_seconds
+                    while time.monotonic() < end:
+                        self.request.sendall(b" ")
+                        time.sleep(outer.every)
+                except OSError:  # the client gave up
+                    return
+
+        socketserver.ThreadingTCPServer.daemon_threads = True
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

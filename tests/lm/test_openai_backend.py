@@ -33,7 +33,7 @@ from factrl.metrics.failures import FailureCounts
 from factrl.rollout import RolloutConfig, run_episodes
 from factrl.types import Claim, Message, Passage
 
-from _support import REPO, WordOverlapRetriever
+from _support import REPO, TricklingServer, WordOverlapRetriever
 
 FAST = RetryPolicy(max_attempts=4, backoff=0.01, max_backoff=0.05)
 CONV = [Message(role="user", content="Is the Nile the longest river?")]
@@ -235,6 +235,20 @@ def test_a_slow_server_times_out_and_is_retried(serve):
     while len(script.bodies) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(script.bodies) == 2
+
+
+def test_a_server_that_trickles_its_answer_is_timed_out_as_a_whole():
+    # Headers at once, then a byte every 0.2 s: each read comes well within the timeout,
+    # so only a deadline on the whole request ends it (before, each try took 6 s).
+    with TricklingServer(every=0.2, for_seconds=6.0) as server:
+        lm = OpenAILM("m", base_url=server.url + "/v1", timeout=1.0,
+                      retry=RetryPolicy(max_attempts=2, backoff=0.01, max_backoff=0.01))
+        t0 = time.monotonic()
+        with pytest.raises(LMRequestError, match="failed after 2 tries.*timed out: no complete response within 1 s"):
+            lm.complete([CONV], GenerationConfig(max_new_tokens=5))
+        assert time.monotonic() - t0 < 4.0
+        assert server.requests == 2 and lm.stats.failures == 1
+        lm.close()
 
 
 @pytest.mark.parametrize("limit", [2, 6])

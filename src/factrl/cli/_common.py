@@ -104,7 +104,7 @@ BASE_URL_HELP = ("Base URL of the OpenAI-compatible API for --model openai:MODEL
                  "(the key is read from OPENAI_API_KEY).")
 LM_CACHE_HELP = ("For --model openai:MODEL: a sqlite file caching the API's responses, so a re-run "
                  "sends no request (shared safely by concurrent runs).")
-LM_TIMEOUT_HELP = ("For --model openai:MODEL: seconds to wait for one response before retrying (default 60); "
+LM_TIMEOUT_HELP = ("For --model openai:MODEL: seconds to wait for one whole response before retrying (default 60); "
                    "a CPU server's batch of long prompts may need minutes.")
 VERIFIER_HELP = ("Binary RAR (--agent rar): the model that verifies responses, extracts and judges atomic "
                  "claims (default: --model itself); same forms as --model.")

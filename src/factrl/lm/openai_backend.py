@@ -27,7 +27,9 @@ stop string (vLLM's ``stop_reason``, SGLang's ``matched_stop``, factrl's server)
 "eos" — or, from a server that never names it (OpenAI's own), "stop" when a tag stop
 such as ``</search>`` closes an open ``<search>`` in the text; anything else → "eos".
 
-Failures: see :class:`~factrl.lm.remote.RetryPolicy`. A row still failing after its
+Failures: see :class:`~factrl.lm.remote.RetryPolicy`. ``timeout`` bounds each try as a
+whole (headers and the entire body), not only each wait between reads, so a server that
+trickles its answer is timed out and retried like a silent one. A row still failing after its
 retries fails alone: ``generate``/``complete`` raise :class:`~factrl.lm.base.RowFailures`
 (the rollout runner then fails just those episodes), or the :class:`LMRequestError`
 itself when every row failed. With ``cache`` (a path), responses are kept in sqlite
@@ -132,9 +134,15 @@ def _parse(response: Any) -> dict[str, Any]:
     return out
 
 
+class RequestDeadlineError(TimeoutError):
+    """A request whose whole response did not arrive within the timeout (retried)."""
+
+
 def _classify(exc: BaseException) -> tuple[bool, float | None, int | None]:
     import openai
 
+    if isinstance(exc, RequestDeadlineError):
+        return True, None, None
     if isinstance(exc, openai.APIStatusError):
         return retryable_status(exc.status_code), parse_retry_after(exc.response.headers), exc.status_code
     if isinstance(exc, openai.APIConnectionError):  # transport errors and timeouts
@@ -374,9 +382,15 @@ class OpenAILM:
 
         async def attempt() -> dict[str, Any]:
             self.stats.requests += 1
-            if legacy:
-                return parse_completion(await self._client.completions.create(**send))
-            return _parse(await self._client.chat.completions.create(**send))
+            # The client's timeout bounds each wait between reads only: a server that sends
+            # its headers and then a byte a second would hold the request forever.
+            create = (self._client.completions.create(**send) if legacy
+                      else self._client.chat.completions.create(**send))
+            try:
+                response = await asyncio.wait_for(create, self.timeout)
+            except asyncio.TimeoutError:
+                raise RequestDeadlineError(f"timed out: no complete response within {self.timeout:g} s") from None
+            return parse_completion(response) if legacy else _parse(response)
 
         async def wait(seconds: float) -> None:
             self.stats.waits.append(seconds)
