@@ -60,6 +60,20 @@ def test_cited_ids_never_shown_are_bad_evidence_ids() -> None:
     assert format_failure_kinds(v, shown_ids=["a", "b"]) == {"bad_evidence_ids"}
     assert format_failure_kinds(v, shown_ids=["a", "zz"]) == set()
     assert format_failure_kinds(v) == set()  # shown ids unknown: no judgement
+    # nothing shown (no search, or no hits): every cited id was invented
+    assert format_failure_kinds(v, shown_ids=[]) == {"bad_evidence_ids"}
+    nothing = parse_verdict("<plan>p</plan><answer>Label: NOT ENOUGH INFO\nEvidence: none</answer>",
+                            online=True, max_searches=3)
+    assert format_failure_kinds(nothing, shown_ids=[]) == set()
+
+
+def test_metrics_count_ids_cited_when_nothing_was_retrieved() -> None:
+    c = Claim(id="c", text="t", label=Label.SUPPORT, evidence=[EvidenceRef(id="a")])
+    v = parse_verdict("<plan>p</plan><answer>Label: SUPPORT\nEvidence: [[a]]</answer>", online=True, max_searches=3)
+    traj = Trajectory(claim_id="c", env="veri_r1", claim=c, prompt=[], verdict=v, retrieved_ids=[])
+    assert compute_metrics([traj])["format_failures"]["bad_evidence_ids"] == 1
+    # a bare (claim, verdict) pair says nothing of what was shown: not judged
+    assert compute_metrics([(c, v)])["format_failures"]["bad_evidence_ids"] == 0
 
 
 @pytest.mark.parametrize("text", [

@@ -13,8 +13,8 @@ Kinds (an episode counts once per kind):
   environment may; a forged block is invented evidence);
 - ``unparseable_label``: the answer has no ``Label:`` line or an unknown label;
 - ``bad_evidence_ids``: evidence not in ``[[id]]`` format or none given, and —
-  when the trajectory records the ids it was shown (``retrieved_ids``) — cited ids that
-  were never shown;
+  when the ids the episode was shown are known (a trajectory's ``retrieved_ids``, empty
+  when nothing was retrieved) — cited ids that were never shown;
 - ``other``: every other protocol problem (nesting, unclosed tags, order, budgets, ...).
 
 Episodes that ended in an error are counted by error type instead (``reset/ValueError``
@@ -77,14 +77,14 @@ def classify_format_error(message: str) -> FailureKind:
     return "other"
 
 
-def format_failure_kinds(verdict: Verdict, shown_ids: Sequence[str] = ()) -> set[FailureKind]:
-    """The failure kinds of one episode's verdict; ``shown_ids`` (when known) are the
-    evidence ids the episode was shown, and citing any other id is a bad evidence id."""
+def format_failure_kinds(verdict: Verdict, shown_ids: Sequence[str] | None = None) -> set[FailureKind]:
+    """The failure kinds of one episode's verdict; ``shown_ids`` are the evidence ids the
+    episode was shown (None: not known), and citing any other id is a bad evidence id —
+    every cited id, when nothing was shown."""
     kinds = {classify_format_error(e) for e in verdict.format_errors}
     if not verdict.answered:
         kinds.add("no_answer")
-    shown = evidence_set(shown_ids)
-    if shown and verdict.answered and not evidence_set(verdict.evidence_ids) <= shown:
+    if shown_ids is not None and verdict.answered and not evidence_set(verdict.evidence_ids) <= evidence_set(shown_ids):
         kinds.add("bad_evidence_ids")
     return kinds
 
@@ -106,7 +106,7 @@ class FailureCounts:
     episodes_with_format_failures: int = 0
     episode_errors: Counter[str] = field(default_factory=Counter)
 
-    def add(self, verdict: Verdict, *, error: str | None, shown_ids: Sequence[str] = ()) -> None:
+    def add(self, verdict: Verdict, *, error: str | None, shown_ids: Sequence[str] | None = None) -> None:
         if error is not None:
             self.episode_errors[episode_error_type(error)] += 1
             return

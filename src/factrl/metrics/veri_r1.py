@@ -112,7 +112,7 @@ class _Item:
     verdict: Verdict
     error: str | None
     reward: float | None
-    shown_ids: Sequence[str]
+    shown_ids: Sequence[str] | None  # None: not known (a bare verdict)
     confidence: float | None = None
 
 
@@ -131,7 +131,7 @@ def _unpack(i: int, item: Any) -> _Item:
                 f"item {i}: expected (Claim, Verdict), got "
                 f"({type(claim).__name__}, {type(verdict).__name__})"
             )
-        out = _Item(claim, verdict, None, None, ())
+        out = _Item(claim, verdict, None, None, None)
     else:
         raise TypeError(
             f"item {i}: expected a Trajectory or a (Claim, Verdict) pair, got {type(item).__name__}"
