@@ -62,7 +62,7 @@ def select_claims(
         typer.echo(f"skipped {len(loaded.errors)} malformed rows", err=True)
     claims = loaded.claims
     if ids is not None:
-        wanted = set(ids.read_text().split())
+        wanted = set(ids.read_text(encoding="utf-8-sig").split())
         claims = [c for c in claims if c.id in wanted]
     if balanced:
         claims = interleave_labels(claims)

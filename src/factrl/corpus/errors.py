@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["OnError", "RowError", "RowFormatError", "iter_json_lines"]
+__all__ = ["BOM", "OnError", "RowError", "RowFormatError", "iter_json_lines"]
+
+# A UTF-8 byte order mark: some editors and Windows tools begin a file with it. It is not
+# part of the data; readers drop it (text reads use the "utf-8-sig" codec).
+BOM = b"\xef\xbb\xbf"
 
 OnError = Literal["raise", "skip"]
 
@@ -59,6 +63,8 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | RowError]]:
         raise FileNotFoundError(f"no such file: {path}")
     with path.open("rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
+            if line_no == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
             if not raw.strip():
                 continue
             try:

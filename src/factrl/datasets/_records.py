@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from factrl.corpus.errors import RowError, iter_json_lines
+from factrl.corpus.errors import BOM, RowError, iter_json_lines
 
 __all__ = ["csv_records", "json_records", "split_file"]
 
@@ -69,12 +69,12 @@ def json_records(path: Path) -> Iterator[tuple[int, Any | RowError]]:
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     with path.open("rb") as fh:
-        head = fh.read(4096).lstrip()
+        head = fh.read(4096).removeprefix(BOM).lstrip()
     if not head.startswith(b"["):
         yield from iter_json_lines(path)
         return
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         yield 1, RowError(str(path), 1, f"not UTF-8 ({exc.reason} at byte {exc.start})")
         return

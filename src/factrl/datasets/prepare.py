@@ -72,7 +72,7 @@ def _usable_claims(data: DataSettings) -> list[Claim]:
 
 
 def _read_ids(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
 
 
 def _write_ids(path: Path, claims: list[Claim]) -> None:

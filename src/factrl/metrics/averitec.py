@@ -211,7 +211,7 @@ def gold_comparison_strings(record: dict[str, Any]) -> list[str]:
 
 def _read_json_list(path: Path, what: str) -> list[Any]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, list):

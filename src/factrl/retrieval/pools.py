@@ -207,7 +207,7 @@ class EvidencePools:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         path = Path(path)
         pools = cls(chunk_tokens=chunk_tokens)
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             for line_no, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

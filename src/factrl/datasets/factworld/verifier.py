@@ -95,7 +95,7 @@ class FactWorld:
         if not file.is_file():
             raise FileNotFoundError(f"no factworld fact table at {file} (generate one with `factrl data factworld`)")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = json.loads(file.read_text(encoding="utf-8-sig"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{file}: not JSON: {exc}") from None
         try:
