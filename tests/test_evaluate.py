@@ -46,7 +46,7 @@ class CrashAfter(ScriptedLM):
 
 def run(lm, out, **kw):
     return evaluate(CLAIMS, lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), lm, out,
-                    rollout=RolloutConfig(batch_size=3), run_info={"model": "scripted"}, progress=False, **kw)
+                    rollout=RolloutConfig(batch_size=3), run_info={"model": "scripted"}, **{"progress": False, **kw})
 
 
 def test_eval_writes_metrics_and_trajectories(tmp_path):
@@ -170,3 +170,60 @@ def test_corrupt_line_error_is_one_line(tmp_path):
         read_trajectories(p)
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith(f"{p}:3: not a trajectory record (")
+
+
+class Outage(ScriptedLM):
+    """A server that is down (every generate call fails) for the calls numbered in ``down``."""
+
+    def __init__(self, down):
+        super().__init__(respond)
+        self.down = set(down)
+
+    def generate(self, prompts, config):
+        self.calls += 1
+        if self.calls in self.down:
+            raise ConnectionError("server down")
+        self.calls -= 1  # ScriptedLM counts this call itself
+        return super().generate(prompts, config)
+
+
+class StepFails(VeriR1Env):
+    """An environment whose step raises (an error that is not the LM's)."""
+
+    def step(self, model_text):
+        raise ValueError("broken tool")
+
+
+def test_episodes_that_ended_in_an_lm_error_run_again_on_resumption(tmp_path, capsys):
+    # Batches of 3, 2 generate calls each: the 3rd call (batch 2's first turn) fails.
+    m = run(Outage({3}), tmp_path, progress=True)
+    assert m["errors"] == 3 and m["episode_errors"] == {"generate/ConnectionError": 3}
+    err = capsys.readouterr().err
+    assert "episode errors: 3 of 10 episodes (generate/ConnectionError 3)" in err
+    lm = ScriptedLM(respond)
+    m = run(lm, tmp_path, progress=True)
+    assert "running again 3 that ended in an LM error" in capsys.readouterr().err
+    # only c3..c5 ran again (one batch, 2 turns), and the file keeps one record per claim
+    assert lm.calls == 2 and m["errors_retried_this_run"] == 3 and m["claims_this_run"] == 3
+    records = read_trajectories(tmp_path / "trajectories.jsonl")
+    assert sorted(t.claim_id for t in records) == sorted(c.id for c in CLAIMS)
+    assert m["errors"] == 0 and m["duplicates_ignored"] == 0 and m["label_acc"] == 1.0
+    # nothing errored: a third run sends nothing
+    lm = ScriptedLM(respond)
+    m = run(lm, tmp_path)
+    assert lm.calls == 0 and m["errors_retried_this_run"] == 0 and m["claims_this_run"] == 0
+
+
+def test_other_errors_run_again_only_when_asked(tmp_path):
+    def run_with(env, lm, **kw):
+        return evaluate(CLAIMS[:4], lambda: env(WordOverlapRetriever(PASSAGES)), lm, tmp_path,
+                        rollout=RolloutConfig(batch_size=4), run_info={"model": "scripted"}, progress=False, **kw)
+
+    m = run_with(StepFails, ScriptedLM(respond))
+    assert m["errors"] == 4 and m["episode_errors"] == {"env_step/ValueError": 4}
+    lm = ScriptedLM(respond)
+    m = run_with(VeriR1Env, lm)  # an environment error is no outage: kept as it was
+    assert lm.calls == 0 and m["errors"] == 4 and m["errors_retried_this_run"] == 0
+    m = run_with(VeriR1Env, lm, retry_errors=True)
+    assert lm.calls == 2 and m["errors"] == 0 and m["errors_retried_this_run"] == 4
+    assert len(read_trajectories(tmp_path / "trajectories.jsonl")) == 4

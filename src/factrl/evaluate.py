@@ -4,7 +4,10 @@ A run directory holds ``run.json`` (what was run), ``trajectories.jsonl`` (one l
 finished claim, appended and flushed as batches finish), ``metrics.json``, ``report.md``,
 ``report.html`` (:mod:`factrl.report.html`) and ``run.lock``. Re-running the same command
 skips the claims already in ``trajectories.jsonl``; a line cut short by a crash is
-discarded and redone.
+discarded and redone. Episodes that ended in an LM error (``generate failed: ...``: a
+server down after its retries) are run again on resumption — with ``retry_errors``,
+every episode that ended in an error — their records taken out of the file first, so it
+keeps one record per claim; ``errors_retried_this_run`` counts them.
 
 Only one run writes to a directory at a time (:mod:`factrl.runlock`): a second run on the
 same directory fails at once. Should a file still hold two records of one claim (e.g.
@@ -117,6 +120,31 @@ def first_per_claim(trajs: Sequence[Trajectory], wanted: set[str]) -> tuple[list
     return out, sum(1 for t in trajs if t.claim_id in wanted) - len(out)
 
 
+def _lm_error(error: str | None) -> bool:
+    """Whether an episode's error is its LM's (a failed generate call: a server down or
+    refusing after its retries), which running the episode again may not repeat."""
+    return error is not None and error.startswith("generate failed:")
+
+
+def _errored(records: Sequence[Trajectory], wanted: set[str], *, every: bool) -> set[str]:
+    """Claims whose counted record (the first) ended in an LM error (``every``: in any error)."""
+    firsts, _ = first_per_claim(records, wanted)
+    return {t.claim_id for t in firsts if t.error is not None and (every or _lm_error(t.error))}
+
+
+def _drop_records(path: Path, claim_ids: set[str]) -> None:
+    """Rewrite ``path`` (already repaired) without the records of ``claim_ids``, atomically:
+    a crash leaves either file, and either way those claims are run again."""
+    kept = [raw for raw in path.read_bytes().splitlines(keepends=True)
+            if raw.strip() and json.loads(raw)["claim_id"] not in claim_ids]
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        fh.write(b"".join(kept))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 def _require_claims(claims: Sequence[Claim]) -> None:
     if not claims:
         raise EmptyRunError("no claims to evaluate (the dataset, after filters and --limit, is empty)")
@@ -143,13 +171,15 @@ def evaluate(
     force: bool = False,
     reward: Reward | None = None,
     lms: Any = None,
+    retry_errors: bool = False,
 ) -> dict[str, Any]:
     """Verify every claim once, streaming trajectories scored by ``reward`` (default: the
     environment's own); returns the metrics dict that is also written to ``metrics.json``.
-    ``lms`` maps other roles (e.g. HARIS's ``"searcher"``) to their LMs."""
+    ``lms`` maps other roles (e.g. HARIS's ``"searcher"``) to their LMs. Claims whose
+    episode ended in an LM error are run again (``retry_errors``: in any error)."""
     from factrl.metrics.veri_r1 import compute_metrics
     from factrl.report.html import html_report
-    from factrl.report.markdown import format_summary_line, metrics_markdown
+    from factrl.report.markdown import format_failure_lines, format_summary_line, metrics_markdown
     from factrl.report.rundir import RunData
 
     rollout = rollout or RolloutConfig()
@@ -164,11 +194,17 @@ def evaluate(
     _check_run_info(out_dir / "run.json", run_info or {}, force=force)
 
     path = out_dir / TRAJ_FILE
-    done = {t.claim_id for t in read_trajectories(path, repair=True)}
+    wanted = set(ids)
+    records = read_trajectories(path, repair=True)
+    retried = _errored(records, wanted, every=retry_errors)
+    if retried:
+        _drop_records(path, retried)
+    done = {t.claim_id for t in records if t.claim_id not in retried}
     todo = [c for c in claims if c.id not in done]
     total, t_start = len(claims), time.perf_counter()
-    if progress and done:
-        _say(f"resuming: {len(done)} of {total} claims already done")
+    if progress and (done or retried):
+        again = f"; running again {len(retried)} that ended in {'an error' if retry_errors else 'an LM error'}"
+        _say(f"resuming: {len(done & wanted)} of {total} claims already done{again if retried else ''}")
 
     finished = len(done)
     with path.open("a", encoding="utf-8") as fh:
@@ -188,7 +224,6 @@ def evaluate(
                 rate = (time.perf_counter() - t_start) / max(1, finished - len(done))
                 _say(f"[{finished}/{total}] {rate:.1f} s/claim")
 
-    wanted = set(ids)
     trajs, duplicates = first_per_claim(read_trajectories(path), wanted)
     # Prompts without gold labels (Binary RAR's prompt sets) have no label metrics; the
     # agent's own run metrics (factrl.metrics.run_metrics) score them.
@@ -202,6 +237,7 @@ def evaluate(
     metrics["episode_latency_s"] = sum(lat) / len(lat) if lat else None
     metrics["wall_seconds_this_run"] = wall
     metrics["claims_this_run"] = n_new
+    metrics["errors_retried_this_run"] = len(retried)
     # AVeriTeC claims (after the timing, which scoring must not count): the shared task's
     # submission file beside the trajectories and its scores; per-stage failure counts.
     from factrl.metrics.averitec_submission import averitec_run_metrics
@@ -216,6 +252,8 @@ def evaluate(
     (out_dir / "report.html").write_text(html_report([run], title=title), encoding="utf-8")
     if progress:
         _say(format_summary_line(metrics))
+        for line in format_failure_lines(metrics):
+            _say(line)
     return metrics
 
 

@@ -191,6 +191,52 @@ def test_verify_with_a_model_behind_an_openai_compatible_api(setup, tmp_path):
     assert bad.exit_code == 2 and "openai:m cannot apply it" in bad.output and len(seen) == 1
 
 
+def test_eval_after_an_lm_outage_fails_loudly_then_runs_the_errored_episodes_again(setup, tmp_path):
+    """Every episode failing is exit status 1 with the counts on stderr; the same command
+    once the server is back runs those episodes again, and only those."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from _support import AppServers
+
+    _, index, claims = setup
+    state = {"down": True, "requests": 0}
+    fake = FastAPI()
+
+    @fake.post("/v1/chat/completions")
+    async def chat(request: Request):
+        await request.json()
+        state["requests"] += 1
+        if state["down"]:  # a 4xx is not retried: the outage costs no backoff here
+            return JSONResponse({"error": {"message": "model not loaded"}}, status_code=400)
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [{
+            "index": 0, "finish_reason": "stop", "stop_reason": "</answer>",
+            "message": {"role": "assistant", "content": "<plan>p</plan><answer>\nLabel: NEI\nEvidence:\n"}}]}
+
+    servers = AppServers()
+    try:
+        url = servers.start(fake) + "/v1"
+        args = ["eval", "--dataset", "jsonl", "--data-dir", str(claims), "--index", str(index), "--model", "openai:m",
+                "--base-url", url, "--batch-size", "2", "--out", str(tmp_path / "run")]
+        down = runner.invoke(app, args)
+        state["down"] = False
+        up = runner.invoke(app, args)
+        after_up = json.loads((tmp_path / "run" / "metrics.json").read_text())
+        again = runner.invoke(app, args)
+    finally:
+        servers.stop()
+    assert down.exit_code == 1, down.output
+    assert "episode errors: 4 of 4 episodes (generate/LMRequestError 4)" in down.stderr
+    assert "error: every episode ended in an error (generate/LMRequestError 4)" in down.stderr
+    assert up.exit_code == 0, up.output
+    assert "running again 4 that ended in an LM error" in up.stderr and "episode errors" not in up.stderr
+    records = [json.loads(x) for x in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
+    assert [r["claim_id"] for r in records] == ["c0", "c1", "c2", "c3"] and not any(r["error"] for r in records)
+    m = after_up
+    assert m["errors"] == 0 and m["errors_retried_this_run"] == 4 and m["duplicates_ignored"] == 0
+    assert again.exit_code == 0 and state["requests"] == 8  # 4 refused, 4 answered, then nothing to run
+
+
 def test_lm_options_pass_the_timeout_to_an_openai_model_only() -> None:
     import typer
 

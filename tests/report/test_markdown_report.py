@@ -5,6 +5,7 @@ import pytest
 from factrl.labels import Label
 from factrl.metrics import compute_metrics
 from factrl.report import format_summary_line, metrics_markdown
+from factrl.report.markdown import format_failure_lines
 from factrl.types import Claim, EvidenceRef, Verdict
 
 METRICS = {
@@ -32,6 +33,15 @@ def test_summary_line() -> None:
         "n=14 label_acc=0.500 verification_acc=0.357 joint_acc=0.286 evidence_score=0.310 "
         "format_ok=0.929"
     )
+
+
+def test_failure_lines() -> None:
+    m = {**METRICS, "episode_errors": {"generate/LMRequestError": 1},
+         "format_failures": {"no_answer": 2, "text_outside_tags": 0, "bad_evidence_ids": 1},
+         "episodes_with_format_failures": 3}
+    assert format_failure_lines(m) == ["episode errors: 1 of 14 episodes (generate/LMRequestError 1)",
+                                       "format failures: 3 of 14 episodes (no answer 2, bad evidence ids 1)"]
+    assert format_failure_lines(compute_metrics([])) == []
 
 
 def test_summary_line_of_empty_run() -> None:

@@ -64,8 +64,13 @@ def eval_(
     force: bool = typer.Option(False, help="Reuse a run directory made with other settings."),
     context_sentences: int = typer.Option(None, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
     verifier: str = typer.Option(None, "--verifier", help=VERIFIER_HELP),
+    retry_errors: bool = typer.Option(
+        False, "--retry-errors",
+        help="On resumption, run again every episode that ended in an error (those that ended in an LM error, "
+             "e.g. a server that was down, are always run again)."),
 ) -> None:
-    """Verify every claim, write trajectories.jsonl as it goes, then metrics.json."""
+    """Verify every claim, write trajectories.jsonl as it goes, then metrics.json. Exits 1
+    when every episode ended in an error."""
     from factrl.cli._common import parse_role_models
     from factrl.lm.loader import is_packaged
 
@@ -127,7 +132,7 @@ def eval_(
         # where it ran: device and rows per forward pass may change on resumption, dtype not
         "batch_size": batch_size, **runtime_info(lm),
     }
-    evaluate(
+    metrics = evaluate(
         claims,
         make_env,
         lm,
@@ -140,7 +145,15 @@ def eval_(
         force=force,
         reward=scorer,
         lms=roles or None,
+        retry_errors=retry_errors,
     )
+    if metrics["n"] and metrics["errors"] == metrics["n"]:
+        typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html")
+        kinds = ", ".join(f"{k} {v}" for k, v in (metrics.get("episode_errors") or {}).items())
+        typer.echo(f"error: every episode ended in an error ({kinds}); nothing was evaluated. Fix the cause and "
+                   "run the same command again: episodes that ended in an LM error are run again "
+                   "(--retry-errors: every errored episode)", err=True)
+        raise typer.Exit(1)
     from factrl.metrics.run_metrics import RUN_METRICS
 
     extra = ""

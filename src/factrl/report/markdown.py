@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["metrics_markdown", "format_summary_line"]
+__all__ = ["metrics_markdown", "format_summary_line", "format_failure_lines"]
 
 _REQUIRED = ("n", "label_acc", "verification_acc", "joint_acc", "evidence_score", "format_ok_rate")
 
@@ -64,6 +64,21 @@ def format_summary_line(metrics: Mapping[str, Any]) -> str:
         parts.append(f"{key}={_fmt(metrics[key])}")
     parts.append(f"format_ok={_fmt(metrics['format_ok_rate'])}")
     return " ".join(parts)
+
+
+def format_failure_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """What failed, for the terminal: episodes that ended in an error (by type) and
+    episodes with format failures (by kind); nothing when none did."""
+    n = metrics.get("n") or 0
+    out = []
+    if metrics.get("errors"):
+        out.append(f"episode errors: {metrics['errors']} of {n} episodes ({_counts(metrics.get('episode_errors') or {})})")
+    kinds = metrics.get("format_failures") or {}
+    if any(kinds.values()):
+        many = metrics.get("episodes_with_format_failures")
+        share = f"{many} of {n} episodes" if many is not None else f"{n} episodes"
+        out.append(f"format failures: {share} ({_counts(kinds, words=True)})")
+    return out
 
 
 def _counts(counts: Mapping[str, int], *, words: bool = False) -> str:
