@@ -165,3 +165,51 @@ class TricklingServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def half_sent_post(url: str, path: str, *, declared: int = 1000, sent: int = 10,
+                   content_type: str = "application/json"):
+    """A raw socket that POSTed to ``url + path`` headers declaring a ``declared``-byte
+    body and then only ``sent`` bytes of it; the caller reads from it or closes it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    sock = socket.create_connection((where.hostname, where.port), timeout=10)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {where.hostname}\r\nContent-Type: {content_type}\r\n"
+                 f"Content-Length: {declared}\r\n\r\n".encode() + b"{" + b" " * (sent - 1))
+    return sock
+
+
+def read_response(sock, timeout: float) -> bytes:
+    """Everything the server sends on ``sock`` until it closes it (or ``timeout`` passes
+    without a byte: then what came so far)."""
+    import socket
+
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except socket.timeout:
+        pass
+    return data
+
+
+class LogRecords:
+    """Records of logger ``name`` (uvicorn's server log) while in the ``with`` block."""
+
+    def __init__(self, name: str = "uvicorn.error") -> None:
+        import logging
+
+        self.logger = logging.getLogger(name)
+        self.records: list = []
+        self.handler = logging.Handler()
+        self.handler.emit = self.records.append  # type: ignore[method-assign]
+
+    def __enter__(self) -> LogRecords:
+        self.logger.addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self.handler)

@@ -3,26 +3,46 @@ bounded body reading, so every server answers hostile input with 4xx and a messa
 
 A body ``json.loads`` would choke on (5000-digit numbers, deep nesting, NaN, duplicate
 keys, invalid encodings) is a :class:`BadRequest` (400), never a 500; a body over the
-limit, declared or streamed, is a 413. FastAPI/starlette are needed only by
-:func:`read_body`'s caller; this module imports nothing heavy.
+limit, declared or streamed, is a 413; a body that does not arrive in full within the
+body timeout (a client that declared 1,000 bytes and sent 10) is a 408, and the
+connection is closed. A body that is not ``Content-Type: application/json`` is a 415: a
+web page open in a local browser may POST ``text/plain`` (or a form) to any address
+without a CORS preflight, but not JSON, so the servers do not act on such requests. A
+client that disconnects mid-body is logged in one line. FastAPI/starlette are needed
+only by :func:`read_body`'s caller; this module imports nothing heavy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BadRequest", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "decode_json", "read_body", "short_repr"]
+__all__ = ["BadRequest", "BODY_TIMEOUT", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "decode_json", "read_body", "short_repr"]
+
+# Seconds a request's body may take to arrive in full, by default (then 408).
+BODY_TIMEOUT = 10.0
+# The server's own log (uvicorn's), so --log-level governs these lines too.
+log = logging.getLogger("uvicorn.error")
 
 
 class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """A 4xx answer; ``close``: the body was not read to its end, so the connection cannot
+    carry another request and is closed after the answer (its ``headers`` say so)."""
+
+    def __init__(self, status: int, message: str, *, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.close = close
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        return {"Connection": "close"} if self.close else None
 
 
 # Request bodies nest a few levels; anything much deeper is hostile and would exhaust
@@ -98,20 +118,45 @@ def decode_json(body: bytes) -> Any:
         raise BadRequest(400, f"body could not be decoded: {type(exc).__name__}") from None
 
 
-async def read_body(request: Any, limit: int) -> bytes:
+async def read_body(request: Any, limit: int, *, timeout: float = BODY_TIMEOUT) -> bytes:
     """The body of a starlette ``Request``, at most ``limit`` bytes (413 past it, whether
-    declared by Content-Length or streamed without one; 400 for a bad Content-Length)."""
+    declared by Content-Length or streamed without one; 400 for a bad Content-Length),
+    within ``timeout`` seconds (408), sent as ``application/json`` (415 otherwise). A
+    client that goes away mid-body is logged in one line (and answered 400, unheard)."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise BadRequest(415, f"Content-Type must be application/json, got {short_repr(media) if media else 'none'}",
+                         close=True)
     declared = request.headers.get("content-length")
     if declared is not None:
         # isdigit() alone admits "²" and unbounded lengths, which int() rejects (a 500)
         if not (declared.isascii() and declared.isdigit()):
-            raise BadRequest(400, "invalid Content-Length header")
+            raise BadRequest(400, "invalid Content-Length header", close=True)
         if len(declared) > 18 or int(declared) > limit:
-            raise BadRequest(413, f"body of {declared[:18]} bytes; the limit is {limit}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(413, f"body larger than the limit of {limit} bytes")
-        chunks.append(chunk)
+            raise BadRequest(413, f"body of {declared[:18]} bytes; the limit is {limit}", close=True)
+    from starlette.requests import ClientDisconnect
+
+    chunks: list[bytes] = []
+    size = 0
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(413, f"body larger than the limit of {limit} bytes", close=True)
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        of = f" of {declared}" if declared is not None else ""
+        raise BadRequest(408, f"the body did not arrive within {timeout:g} s ({size}{of} bytes came)",
+                         close=True) from None
+    except ClientDisconnect:
+        client = getattr(request, "client", None)
+        who = f"{client.host}:{client.port}" if client else "a client"
+        of = f" of {declared}" if declared is not None else ""
+        log.warning("%s disconnected after %d%s bytes of its request body to %s", who, size, of, request.url.path)
+        raise BadRequest(400, "the client disconnected before its body arrived", close=True) from None
     return b"".join(chunks)

@@ -23,7 +23,7 @@ from factrl.lm.scripted import ScriptedLM
 from factrl.lm.server import create_lm_app
 from factrl.lm.tiny import build_tiny_model
 
-from _support import REPO, free_port
+from _support import REPO, LogRecords, free_port, half_sent_post, read_response
 
 MESSAGES = [{"role": "user", "content": "Is the Nile the longest river?"}]
 
@@ -254,6 +254,39 @@ def test_bad_bodies_get_4xx_with_a_message(strict_url, body, status, message):
     r = httpx.post(f"{url}/v1/chat/completions", **kw, timeout=30)
     assert r.status_code == status, r.text
     assert message in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_not_sent_as_json_is_415(strict_url, content_type):
+    # A web page open in a local browser may POST text/plain or a form cross-origin without
+    # a CORS preflight; a JSON post needs one, which this server never grants.
+    headers = {"content-type": content_type} if content_type else {}
+    body = b'{"messages": [{"role": "user", "content": "hi"}]}'
+    r = httpx.post(f"{strict_url}/v1/chat/completions", content=body, headers=headers, timeout=30)
+    assert r.status_code == 415 and "Content-Type must be application/json" in r.json()["error"]["message"]
+    assert r.headers["connection"] == "close"
+    r = httpx.post(f"{strict_url}/v1/chat/completions", content=body, timeout=30,
+                   headers={"content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "ok"
+
+
+def test_half_sent_bodies_are_timed_out_and_clients_that_leave_logged_in_one_line(serve):
+    url = serve(create_lm_app(ScriptedLM(lambda c: "ok"), model_id="s", limits=LMServerLimits(body_timeout=0.5)))
+    sock = half_sent_post(url, "/v1/chat/completions", declared=1000, sent=10)
+    answer = read_response(sock, timeout=5.0)  # before: held for as long as the client waited
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"did not arrive within 0.5 s" in answer
+    with LogRecords() as log:
+        for _ in range(5):
+            half_sent_post(url, "/v1/chat/completions", declared=1000, sent=10).close()
+        deadline = time.monotonic() + 10
+        while len(log.records) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+    assert len(log.records) == 5 and not any(r.exc_info for r in log.records)
+    assert all("disconnected after 10 of 1000 bytes" in r.getMessage() for r in log.records)
+    r = httpx.post(f"{url}/v1/chat/completions", json={"messages": MESSAGES}, timeout=30)
+    assert r.status_code == 200
 
 
 def test_a_prompt_past_the_context_is_400(url):

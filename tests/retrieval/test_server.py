@@ -19,6 +19,8 @@ from factrl.retrieval.base import RETRIEVERS
 from factrl.retrieval.server import ServerLimits, create_app, document_of
 from factrl.types import Hit, Passage
 
+from _support import LogRecords, half_sent_post, read_response
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -159,8 +161,51 @@ def test_body_size_bounded(url: str) -> None:
         for _ in range(limit // 1000 + 2):
             yield b" " * 1000
 
-    r = httpx.post(f"{url}/retrieve", content=chunks())
+    r = httpx.post(f"{url}/retrieve", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413
+
+
+@pytest.mark.parametrize(("content_type", "status"), [
+    ("text/plain", 415),  # what a web page may POST cross-origin without a preflight
+    ("application/x-www-form-urlencoded", 415),
+    ("multipart/form-data; boundary=x", 415),
+    (None, 415),
+    ("application/json; charset=utf-8", 200),
+    ("Application/JSON", 200),
+])
+def test_only_json_bodies_are_taken(url: str, content_type: str | None, status: int) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    r = httpx.post(f"{url}/retrieve", content=b'{"queries": ["glacier"], "topk": 1}', headers=headers)
+    assert r.status_code == status, r.text
+    if status == 415:
+        assert "Content-Type must be application/json" in r.json()["detail"]
+
+
+def test_a_half_sent_body_is_answered_408_and_the_connection_closed(serve: Callable[[Any], str], bm25: Any) -> None:
+    url = serve(create_app(bm25, limits=ServerLimits(body_timeout=0.5)))
+    sock = half_sent_post(url, "/retrieve", declared=1000, sent=10)
+    t0 = time.monotonic()
+    answer = read_response(sock, timeout=5.0)  # before: nothing came for as long as the client waited
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"did not arrive within 0.5 s (10 of 1000 bytes came)" in answer
+    assert time.monotonic() - t0 < 4.0  # the server closed it: read_response did not wait out its timeout
+    assert post(url, {"queries": ["glacier"], "topk": 1}).status_code == 200
+
+
+def test_clients_that_leave_mid_body_are_one_log_line_each(serve: Callable[[Any], str], bm25: Any) -> None:
+    url = serve(create_app(bm25))
+    with LogRecords() as log:
+        for _ in range(20):
+            half_sent_post(url, "/retrieve", declared=1000, sent=10).close()
+        deadline = time.monotonic() + 10
+        while len(log.records) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # anything more (a traceback) would come now
+    messages = [r.getMessage() for r in log.records]
+    assert not [r for r in log.records if r.exc_info], messages[:1]  # before: an ASGI traceback each
+    assert len(messages) == 20 and all("disconnected after 10 of 1000 bytes of its request body to /retrieve" in m
+                                       for m in messages), messages[:2]
+    assert post(url, {"queries": ["glacier"], "topk": 1}).status_code == 200
 
 
 def test_wrong_method_and_path(url: str) -> None:

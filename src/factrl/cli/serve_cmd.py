@@ -10,6 +10,8 @@ import typer
 from factrl.cli._common import DEVICE_HELP, DTYPE_HELP
 from factrl.cli.app import serve_app
 
+BODY_TIMEOUT_HELP = "Seconds a request's body may take to arrive in full (then 408 and the connection is closed)."
+
 
 @serve_app.command("retriever")
 def serve_retriever(
@@ -20,6 +22,7 @@ def serve_retriever(
     max_k: int = typer.Option(100, min=1, help="Largest topk a request may ask for."),
     max_query_chars: int = typer.Option(2000, min=1, help="Longest query, in characters."),
     timeout: float = typer.Option(30.0, min=0.001, help="Seconds a request waits for its search (then 504)."),
+    body_timeout: float = typer.Option(10.0, min=0.001, help=BODY_TIMEOUT_HELP),
     cache_size: int = typer.Option(100_000, min=0, help="Results kept in the in-memory cache (0: no cache)."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
     torch_threads: int = typer.Option(
@@ -47,7 +50,7 @@ def serve_retriever(
     try:
         idx = load_index(index)
         limits = ServerLimits(max_batch=max_batch, max_k=max_k, max_query_chars=max_query_chars, timeout=timeout,
-                              default_k=min(3, max_k))
+                              default_k=min(3, max_k), body_timeout=body_timeout)
     except (IndexMismatchError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -73,6 +76,7 @@ def serve_lm(
     max_tokens: int = typer.Option(2048, min=1, help="Largest max_tokens a request may ask for."),
     max_n: int = typer.Option(16, min=1, help="Largest n (choices per request)."),
     timeout: float = typer.Option(120.0, min=0.001, help="Seconds a request waits for its generation (then 504)."),
+    body_timeout: float = typer.Option(10.0, min=0.001, help=BODY_TIMEOUT_HELP),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
     torch_threads: int = typer.Option(0, min=0, help="torch threads (0: torch's default)."),
 ) -> None:
@@ -96,7 +100,7 @@ def serve_lm(
         if remote_backend(model) is not None:
             raise LMLoadError(f"{model!r} is already served behind an API; serve a local model")
         limits = LMServerLimits(max_batch=max_batch or 1, batch_window=batch_window_ms / 1000, max_queue=max_queue,
-                                max_tokens=max_tokens, max_n=max_n, timeout=timeout)
+                                max_tokens=max_tokens, max_n=max_n, timeout=timeout, body_timeout=body_timeout)
         resolved = resolve_device(device)
         lm = load_lm(model, device=resolved, dtype=resolve_dtype(dtype, resolved), max_batch_size=max_batch)
         limits = replace(limits, max_batch=lm.max_batch_size)  # --max-batch, or the device's default

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from factrl.serving import BadRequest, decode_json, short_repr
+from factrl.serving import BODY_TIMEOUT, BadRequest, decode_json, short_repr
 
 __all__ = ["ChatRequest", "LMServerLimits", "parse_chat_request"]
 
@@ -39,14 +39,15 @@ class LMServerLimits:
     batch_window: float = 0.01  # seconds a batch waits for concurrent requests to join
     timeout: float = 120.0  # seconds a request waits for its generation (then 504)
     max_body_bytes: int = 0  # 0: derived from max_chars
+    body_timeout: float = BODY_TIMEOUT  # seconds a request's body may take to arrive (then 408)
 
     def __post_init__(self) -> None:
         for name in ("max_messages", "max_chars", "max_tokens", "default_max_tokens", "max_n", "max_stop",
                      "max_stop_chars", "max_batch", "max_queue"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.timeout <= 0 or self.batch_window < 0:
-            raise ValueError("timeout must be > 0 and batch_window >= 0")
+        if self.timeout <= 0 or self.body_timeout <= 0 or self.batch_window < 0:
+            raise ValueError("timeout and body_timeout must be > 0 and batch_window >= 0")
 
     @property
     def body_limit(self) -> int:

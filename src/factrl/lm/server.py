@@ -19,7 +19,9 @@ rows); rows of one call share temperature and top_p, so the queue is grouped by 
 Choice ``i`` of a request seeded ``s`` samples with :func:`~factrl.lm.remote.choice_seed`
 ``(s, i)``. A full queue answers 503 (with Retry-After), a request not done within
 ``timeout`` 504, bad input 4xx with a message (JSON decoding hardened as in
-:mod:`factrl.serving`). Binds 127.0.0.1 unless told otherwise.
+:mod:`factrl.serving`), a body not sent as ``application/json`` 415 (so no web page in a
+local browser can post to it without a CORS preflight), a body that does not arrive
+within ``body_timeout`` 408. Binds 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -238,7 +240,8 @@ def create_lm_app(lm: LM, *, model_id: str, limits: LMServerLimits | None = None
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> JSONResponse:
         try:
-            req = parse_chat_request(await read_body(request, limits.body_limit), limits, served)
+            body = await read_body(request, limits.body_limit, timeout=limits.body_timeout)
+            req = parse_chat_request(body, limits, served)
             try:
                 prompt = prompt_ids(lm, req)
             except ValueError as exc:  # e.g. a tokenizer without a chat template
@@ -247,7 +250,7 @@ def create_lm_app(lm: LM, *, model_id: str, limits: LMServerLimits | None = None
                 raise BadRequest(400, f"{len(prompt)} prompt tokens + max_tokens {req.max_tokens} exceed the "
                                       f"model's context of {context}")
         except BadRequest as exc:
-            return error(exc.status, exc.message)
+            return error(exc.status, exc.message, exc.headers)
         configs = [GenerationConfig(max_new_tokens=req.max_tokens, temperature=req.temperature, top_p=req.top_p,
                                     stop=req.stop, seed=None if req.seed is None else choice_seed(req.seed, i))
                    for i in range(req.n)]

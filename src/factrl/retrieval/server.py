@@ -9,7 +9,9 @@ client splits back into title and text) plus factrl's fields: ``passage_id``,
 ``doc_id``, ``title``, ``text``, ``sentence_ids`` and ``sentences``.
 
 ``GET /health`` summarises the index. The server binds 127.0.0.1 unless told otherwise,
-bounds the body size, batch size, ``topk`` and query length (and, while decoding, JSON
+takes only ``Content-Type: application/json`` bodies (415 otherwise: no cross-origin form
+or text post from a browser), bounds the body size and the time it takes to arrive (408),
+the batch size, ``topk`` and query length (and, while decoding, JSON
 nesting depth and number length), and answers bad input with 4xx and a message: a body
 json.loads would choke on (5000-digit numbers, deep nesting, NaN, duplicate keys) is a
 400, never a 500. Searches run in a worker thread, one batch at a time: requests that
@@ -33,7 +35,7 @@ from fastapi.responses import JSONResponse
 
 from factrl.retrieval.base import Retriever
 from factrl.retrieval.cache import CachedRetriever
-from factrl.serving import BadRequest, decode_json, read_body, short_repr
+from factrl.serving import BODY_TIMEOUT, BadRequest, decode_json, read_body, short_repr
 from factrl.types import Hit, Passage
 
 __all__ = ["ServerLimits", "create_app", "document_of", "index_info"]
@@ -47,13 +49,14 @@ class ServerLimits:
     timeout: float = 30.0
     default_k: int = 3  # Search-R1's default topk
     max_body_bytes: int = 0  # 0: derived from max_batch × max_query_chars
+    body_timeout: float = BODY_TIMEOUT  # seconds a request's body may take to arrive (then 408)
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_k", "max_query_chars", "default_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0, got {self.timeout}")
+        if self.timeout <= 0 or self.body_timeout <= 0:
+            raise ValueError(f"timeout and body_timeout must be > 0, got {self.timeout} and {self.body_timeout}")
         if self.default_k > self.max_k:
             raise ValueError(f"default_k ({self.default_k}) exceeds max_k ({self.max_k})")
 
@@ -221,15 +224,16 @@ def create_app(retriever: Retriever, *, limits: ServerLimits | None = None, info
     app.state.batcher = batcher
     app.state.cache = cached
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"detail": message}, status_code=status)
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"detail": message}, status_code=status, headers=headers)
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> JSONResponse:
         try:
-            queries, k, return_scores = parse_request(await read_body(request, limits.body_limit), limits)
+            body = await read_body(request, limits.body_limit, timeout=limits.body_timeout)
+            queries, k, return_scores = parse_request(body, limits)
         except BadRequest as exc:
-            return error(exc.status, exc.message)
+            return error(exc.status, exc.message, exc.headers)
         if cached is not None:
             # Fully cached requests skip the queue: they never wait behind a slow batch.
             hits = cached.peek(queries, k)
