@@ -311,10 +311,11 @@ def test_every_parser_is_linear_on_hostile_text(name: str, tmp_path) -> None:
     case.run(case.prepare(PLAIN[:1000]))  # warm-up: lazy imports, first-call caches
     for size in SIZES:
         plain = PLAIN[:size]
-        # 20x the plain text's time, plus 20 plain Python passes over every character (what
-        # a parser that is linear but unhurried may spend) and 2 ms for timer noise; a
-        # super-linear parser is far past it.
-        budget = 20 * _best(case, plain, 3) + 20 * _best(Case(_char_loop), plain, 3) + 0.002
+        # 50x the plain text's time (a text of tiny sentences or many tags costs a linear
+        # parser up to ~15x prose), plus 20 plain Python passes over every character (what
+        # a parser that is linear but unhurried may spend) and 5 ms for timer noise and
+        # load; a super-linear parser is far past it at one size or another.
+        budget = 50 * _best(case, plain, 3) + 20 * _best(Case(_char_loop), plain, 3) + 0.005
         for kind in _HOSTILE:
             seconds = _best(case, hostile(kind, size), 3, budget)
             assert seconds < budget, f"{name}: {seconds:.3f} s on {kind!r} ({size} chars), budget {budget:.3f} s"
