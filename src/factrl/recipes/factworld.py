@@ -179,26 +179,35 @@ def _grpo(r: FactworldRecipe, out: Path, control: str) -> Path:
     return train_grpo(cfg, resume=latest_checkpoint(run) is not None)
 
 
-def _stage_models(r: FactworldRecipe, out: Path) -> dict[str, Path]:
-    """Name -> model directory of every stage to evaluate (checkpoints merged on demand)."""
+def _stage_models(r: FactworldRecipe, out: Path, only: str | None = None) -> dict[str, Path]:
+    """Name -> model directory of every stage to evaluate (checkpoints merged on demand);
+    ``only``: the warm-up (and base) with the real run's stages, or one control's."""
     stages: dict[str, Path] = {}
+    if only not in (None, "none"):
+        return _run_stages(r, out, only, stages)
     if r.eval_base:
         from factrl.lm.loader import resolve_model_path
 
         stages["base"] = Path(resolve_model_path(r.model))
     stages["warmup"] = out / "warmup" / "final"
-    for control in ("none", *r.controls):
-        cfg = _grpo_config(r, out, control)
-        run = Path(cfg.output_dir)
-        steps = cfg.grpo.max_steps
-        done = _last_step(run)  # a time budget can end a run before max_steps
-        marks = [m for m in sorted({max(1, round(steps * f)) for f in r.checkpoints}) if m < done]
-        if (run / "final" / "config.json").is_file() or (run / "final" / "adapter_config.json").is_file():
-            marks.append(done)
-        for m in marks if control == "none" else marks[-1:]:
-            name = ("grpo" if control == "none" else f"control-{control}") + f"@{round(100 * m / steps)}%"
-            src = run / "final" if m == done else run / f"checkpoint-{m}"
-            stages[name] = _merged(src, out / "warmup" / "final", out / "models" / name.replace("@", "-").replace("%", "pct"))
+    for control in ("none",) if only == "none" else ("none", *r.controls):
+        _run_stages(r, out, control, stages)
+    return stages
+
+
+def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, Path]) -> dict[str, Path]:
+    """Add the evaluated checkpoints of one GRPO run (real or control) that exist."""
+    cfg = _grpo_config(r, out, control)
+    run = Path(cfg.output_dir)
+    steps = cfg.grpo.max_steps
+    done = _last_step(run)  # a time budget can end a run before max_steps
+    marks = [m for m in sorted({max(1, round(steps * f)) for f in r.checkpoints}) if m < done]
+    if (run / "final" / "config.json").is_file() or (run / "final" / "adapter_config.json").is_file():
+        marks.append(done)
+    for m in marks if control == "none" else marks[-1:]:
+        name = ("grpo" if control == "none" else f"control-{control}") + f"@{round(100 * m / steps)}%"
+        src = run / "final" if m == done else run / f"checkpoint-{m}"
+        stages[name] = _merged(src, out / "warmup" / "final", out / "models" / name.replace("@", "-").replace("%", "pct"))
     return stages
 
 
@@ -354,17 +363,27 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
             traj = timed("teach", _teach, r, out)
         if "warmup" in stages:
             timed("warmup", _warmup, r, out, traj)
-    if "grpo" in stages:
-        for control in ("none", *r.controls):
-            timed(f"grpo-{control}", _grpo, r, out, control)
+    # The real run first, evaluated at once (the warm-up too), then each control: partial
+    # results are on disk as early as possible.
     report = None
-    if "eval" in stages or "report" in stages:
-        models = _stage_models(r, out)
+    if "eval" in stages:  # the starting point(s) first: a weak or strong warm-up shows at once
+        for name in ("base", "warmup"):
+            model = {"base": None, "warmup": out / "warmup" / "final"}[name]
+            if name == "base" and r.eval_base:
+                from factrl.lm.loader import resolve_model_path
+
+                model = Path(resolve_model_path(r.model))
+            if model is not None and (model / "config.json").is_file():
+                timed(f"eval-{name}", _evaluate, r, out, name, model)
+    for control in ("none", *r.controls):
+        if "grpo" in stages:
+            timed(f"grpo-{control}", _grpo, r, out, control)
         if "eval" in stages:
+            models = _stage_models(r, out, only=control)
             for name, model in models.items():
                 timed(f"eval-{name}", _evaluate, r, out, name, model)
-        if "report" in stages:
-            report = _report(r, out, models)
+    if "report" in stages:
+        report = _report(r, out, _stage_models(r, out))
     log = out / "timings.jsonl"
     with log.open("a") as fh:
         fh.write(json.dumps({"stages": list(stages), "seconds": timings, "total": round(time.perf_counter() - t0, 1)}) + "\n")
