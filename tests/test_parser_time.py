@@ -146,12 +146,6 @@ class Case:
     prepare: Callable[[str], Any] = lambda text: text
 
 
-# Cubic on "\\boxed{" and a run of spaces (31 s for 1 kB); the HARIS protocol is
-# reworked apart from this module. Timed here all the same, expected to fail until then.
-HARIS_QUADRATIC = pytest.mark.xfail(strict=False, reason="HARIS parsers are made linear separately")
-_HARIS_CASES = ("haris.parse_boxed",)
-
-
 def _env_cases() -> dict[str, Case]:
     deps = EnvDeps(retriever=OneHitRetriever())
 
@@ -305,7 +299,7 @@ def _char_loop(text: str) -> int:
 SIZES = (100, 1_000, 10_000, SIZE)
 
 
-@pytest.mark.parametrize("name", [pytest.param(c, marks=HARIS_QUADRATIC) if c in _HARIS_CASES else c for c in _CASES])
+@pytest.mark.parametrize("name", list(_CASES))
 def test_every_parser_is_linear_on_hostile_text(name: str, tmp_path) -> None:
     case = _all_cases(tmp_path)[name]
     case.run(case.prepare(PLAIN[:1000]))  # warm-up: lazy imports, first-call caches

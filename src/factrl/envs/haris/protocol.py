@@ -67,9 +67,45 @@ def binary_gold(label: Label | None) -> Label | None:
     return None
 
 
+def boxed_contents(text: str) -> list[str]:
+    """The contents of every ``\\boxed{…}`` / ``\\boxed{\\text{…}}`` (up to 40 characters, no
+    braces), as ``_BOXED.findall`` reads them, in one left-to-right pass: each character is
+    looked at a bounded number of times, so hostile text (``\\boxed{`` and a long run of
+    spaces) costs linear time instead of the regex's cubic backtracking."""
+    out: list[str] = []
+    key, n, i = "\\boxed{", len(text), 0
+    while (j := text.find(key, i)) >= 0:
+        k = j + len(key)
+        while k < n and text[k].isspace():
+            k += 1
+        if text.startswith("\\text{", k):
+            k += len("\\text{")
+            while k < n and text[k].isspace():
+                k += 1
+        start, stop = k, k
+        while k < n and text[k] not in "{}" and k - start < 40:
+            k += 1
+            if not text[k - 1].isspace():
+                stop = k
+        while k < n and text[k].isspace():  # trailing spaces before the closing brace(s)
+            k += 1
+        if k < n and text[k] == "}":
+            out.append(text[start:stop].strip())
+            k += 1
+            m = k
+            while m < n and text[m].isspace():
+                m += 1
+            if m < n and text[m] == "}":
+                k = m + 1
+            i = k
+        else:  # no match here: the next try starts just after this \\boxed{ (a nested one may match)
+            i = j + 1
+    return out
+
+
 def parse_boxed(content: str) -> tuple[Label | None, list[str]]:
     """The label of the last ``\\boxed{…}`` in ``content`` and its errors."""
-    found = _BOXED.findall(content)
+    found = boxed_contents(content)
     if not found:
         return None, ["no \\boxed{Support|Refute} in the final block"]
     raw = found[-1].strip().lower()
