@@ -33,7 +33,10 @@ The rules, on the response text (after the first ``<|im_start|>assistant``, if a
 
 factrl's "search budget is spent" notice is not part of the authors' observations and is
 removed from the text after an ``</information>`` before these rules apply (its words
-name ``<think>`` and ``<answer>``).
+name ``<think>`` and ``<answer>``). factrl's over-budget observation (only when
+``max_turns`` exceeds ``max_searches + 1``) names ``<answer>`` inside its
+``<information>`` block and so fails the code's format, as the extra search fails the
+paper convention's.
 """
 
 from __future__ import annotations
