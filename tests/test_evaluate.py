@@ -227,3 +227,15 @@ def test_other_errors_run_again_only_when_asked(tmp_path):
     m = run_with(VeriR1Env, lm, retry_errors=True)
     assert lm.calls == 2 and m["errors"] == 0 and m["errors_retried_this_run"] == 4
     assert len(read_trajectories(tmp_path / "trajectories.jsonl")) == 4
+
+
+def test_metrics_follow_the_reward_convention(tmp_path):
+    from factrl.rewards import VeriR1Reward, VeriR1RewardConfig
+
+    code = run(ScriptedLM(respond), tmp_path / "code", reward=VeriR1Reward(VeriR1RewardConfig(convention="authors_code")))
+    paper = run(ScriptedLM(respond), tmp_path / "paper")
+    assert (code["convention"], paper["convention"]) == ("authors_code", "paper")
+    # The scripted agent follows the protocol, so both conventions judge it alike.
+    for key in ("label_acc", "verification_acc", "joint_acc", "evidence_cover", "format_ok_rate"):
+        assert code[key] == paper[key], key
+    assert code["evidence_convention"].startswith("authors_code")

@@ -227,7 +227,11 @@ def evaluate(
     trajs, duplicates = first_per_claim(read_trajectories(path), wanted)
     # Prompts without gold labels (Binary RAR's prompt sets) have no label metrics; the
     # agent's own run metrics (factrl.metrics.run_metrics) score them.
-    metrics = compute_metrics(trajs) if all(t.claim.label is not None for t in trajs) else unlabelled_metrics(trajs)
+    # The label metrics judge episodes under the reward's convention (Veri-R1's "paper" or
+    # "authors_code"; rewards without one are judged as the paper reads them).
+    convention = getattr(reward, "convention", "paper")
+    labelled = all(t.claim.label is not None for t in trajs)
+    metrics = compute_metrics(trajs, convention=convention) if labelled else unlabelled_metrics(trajs)
     metrics.update(_run_counts(duplicates, run_info))
     wall = time.perf_counter() - t_start
     n_new = finished - len(done)

@@ -193,3 +193,26 @@ def test_short_prompt_keeps_the_protocol_and_a_bad_name_is_refused():
     assert "[[nile_sentence_1]]: It flows north." in msg.content and "<search>" not in msg.content
     with pytest.raises(ValueError, match="prompt must be one of"):
         VeriR1Config(prompt="tiny")
+
+
+def test_every_information_is_followed_by_think():
+    # The paper's prompt: "conduct reasoning inside <think> first every time you get new
+    # information"; the system inserts <information> after each </search>.
+    def errors(text: str) -> list[str]:
+        return parse_verdict(text, online=True, max_searches=3).format_errors
+
+    answer = "<answer>\nLabel: SUPPORT\nEvidence: [[a]]\n</answer>"
+    assert errors("<plan>p</plan><search>q</search><think>t</think>" + answer) == []
+    assert errors("<plan>p</plan><search>q</search>" + answer) == [
+        "no <think> after the information of search 1 (got <answer>)"]
+    assert errors("<plan>p</plan><search>q</search><think>t</think><search>r</search><search>s</search>"
+                  "<think>t</think>" + answer) == ["no <think> after the information of search 2 (got <search>)"]
+    # Offline there is no search, so no rule to break.
+    assert parse_verdict("<think>t</think>" + answer, online=False, max_searches=3).format_ok
+    # An episode that skips the reasoning loses the format reward.
+    skip = ["<plan>Find where the Nile flows.</plan>\n<search>Nile flows north</search>",
+            "<answer>\nLabel: SUPPORT\nEvidence: [[nile_sentence_1]]\n</answer>"]
+    (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], ScriptedLM(script(skip)))
+    assert not traj.verdict.format_ok and traj.reward.total == 3.0
+    (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], ScriptedLM(script(GOOD)))
+    assert traj.verdict.format_ok and traj.reward.total == 4.0

@@ -50,6 +50,9 @@ def test_hand_computed_metrics() -> None:
     assert m["evidence_score"] == pytest.approx(4 / 6)
     # items 1-4 have gold evidence: (1 + 1/2 + 1/2 + 1) / 4 = 0.75
     assert m["evidence_score_with_gold"] == pytest.approx(0.75)
+    # G ⊆ P on items 1, 2, 4, 5 and 6 (∅ ⊆ anything an answer cites); item 3 missed c2
+    assert m["evidence_cover"] == pytest.approx(5 / 6)
+    assert m["convention"] == "paper"
     assert m["format_ok_rate"] == pytest.approx(4 / 6)  # items 1, 2, 3, 5
     # F1: S = 0.8 (P 2/3, R 1), R = 2/3 (P 1, R 1/2), NEI = 2/3 (P 1, R 1/2) → 0.7111
     assert m["macro_f1"] == pytest.approx((0.8 + 2 / 3 + 2 / 3) / 3)
@@ -60,13 +63,13 @@ def test_hand_computed_metrics() -> None:
     assert m["per_label"] == {
         # S: items 1, 2 → label 2/2, veri 2/2, joint 1/2, IoU (1 + 1/2)/2
         "SUPPORT": {"n": 2, "label_acc": 1.0, "verification_acc": 1.0, "joint_acc": 0.5,
-                    "evidence_score": 0.75},
+                    "evidence_score": 0.75, "evidence_cover": 1.0},
         # R: items 3, 4 → label 1/2, veri 0, joint 0, IoU (1/2 + 1)/2
         "REFUTE": {"n": 2, "label_acc": 0.5, "verification_acc": 0.0, "joint_acc": 0.0,
-                   "evidence_score": 0.75},
+                   "evidence_score": 0.75, "evidence_cover": 0.5},
         # NEI: items 5, 6 → label 1/2, veri 1/2, joint 1/2, IoU (0 + 1)/2
         "NOT ENOUGH INFO": {"n": 2, "label_acc": 0.5, "verification_acc": 0.5,
-                            "joint_acc": 0.5, "evidence_score": 0.5},
+                            "joint_acc": 0.5, "evidence_score": 0.5, "evidence_cover": 1.0},
     }
     json.dumps(m)  # JSON-ready
 

@@ -137,6 +137,16 @@ def test_metrics_computed_when_metrics_json_is_missing(two_runs):
     assert "no metrics.json" in html_report([run])
 
 
+def test_computed_metrics_follow_the_recorded_reward_convention(two_runs):
+    a, _ = two_runs
+    (a / "metrics.json").unlink()
+    assert load_run(a).metrics["convention"] == "paper"
+    info = json.loads((a / "run.json").read_text())
+    info["reward"] = {"name": "veri_r1", "params": ["convention=authors_code"]}
+    (a / "run.json").write_text(json.dumps(info))
+    assert load_run(a).metrics["convention"] == "authors_code"
+
+
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(RunDirError, match="not an evaluation run directory"):
         load_run(tmp_path)

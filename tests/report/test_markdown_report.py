@@ -79,6 +79,7 @@ def test_rejects_a_dict_that_is_not_metrics() -> None:
 
 def test_markdown_shows_failure_counts_and_run_counts() -> None:
     m = {**METRICS, "evidence_score_authors": 0.2, "evidence_convention": "paper: IoU(empty, empty) = 1",
+         "convention": "authors_code", "evidence_cover": 0.25,
          "format_failures": {"no_answer": 3, "text_outside_tags": 0, "forged_information": 1,
                              "unparseable_label": 0, "bad_evidence_ids": 2, "other": 0},
          "episodes_with_format_failures": 5, "episode_errors": {"env_step/TimeoutError": 1},
@@ -91,6 +92,8 @@ def test_markdown_shows_failure_counts_and_run_counts() -> None:
     assert "Format failures (episodes per kind): no answer 3, forged information 1, bad evidence ids 2.  " in lines
     assert "Episode errors by type: env_step/TimeoutError 1.  " in lines
     assert "Evidence score convention: paper: IoU(empty, empty) = 1." in lines
+    assert "Judged under the reward convention: authors_code.  " in lines
+    assert "| evidence cover (every gold id cited) | 0.250 |" in lines
 
 
 def test_markdown_shows_accuracy_by_confidence_tier() -> None:

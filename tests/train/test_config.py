@@ -16,7 +16,7 @@ def test_parse_overrides_reads_json_values_and_keeps_text():
 
 def test_overrides_reach_nested_tables_of_a_preset():
     cfg = load_run_config("veri_r1_offline_cpu", parse_overrides(["reward.params.use_validity=true"]))
-    assert cfg.reward.params == {"empty_iou": 0.0, "use_validity": True}  # the other key is kept
+    assert cfg.reward.params == {"convention": "paper", "empty_iou": 0.0, "use_validity": True}  # others kept
     assert cfg.grpo.gradient_checkpointing is False
     assert load_run_config("veri_r1_offline").grpo.gradient_checkpointing is True
 
@@ -32,6 +32,23 @@ def test_every_preset_loads_and_maps_to_trl_batches():
         assert cfg.preset.scaled_down is name.endswith("_cpu")
         batches = trl_batch_args(cfg.grpo)
         assert batches["gradient_accumulation_steps"] >= 1
+
+
+def test_veri_r1_presets_name_their_reward_convention():
+    from importlib.resources import files
+
+    from factrl.rewards import CONVENTIONS, RewardSpec, build_reward
+    from factrl.train.config import list_presets
+
+    names = [n for n in list_presets() if n.startswith("veri_r1")]
+    assert {"veri_r1_online", "veri_r1_offline", "veri_r1_online_cpu", "veri_r1_offline_cpu"} <= set(names)
+    for name in names:
+        cfg = load_run_config(name)
+        convention = cfg.reward.params.get("convention")
+        assert convention in CONVENTIONS, name
+        header = (files("factrl.presets") / f"{name}.toml").read_text().split("output_dir", 1)[0]
+        assert f'Reward convention "{convention}"' in header, name
+        build_reward(RewardSpec(name=cfg.reward.name or "veri_r1", params=cfg.reward.params))  # valid settings
 
 
 PAPER_PRESETS = ("veri_r1_online", "veri_r1_offline")

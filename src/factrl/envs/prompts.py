@@ -105,6 +105,12 @@ VERI_R1_PROMPTS = {
 }
 
 # Appended after the last allowed search's results (the paper: once the search budget is
-# spent the model must answer).
-BUDGET_SPENT = "\n\nThe search budget is spent. Reason in <think> if needed, then give your final <answer>.\n\n"
+# spent the model must answer; as after every <information>, it reasons in <think> first).
+BUDGET_SPENT = "\n\nThe search budget is spent. Reason in <think>, then give your final <answer>.\n\n"
+# Every wording BUDGET_SPENT has had, so responses recorded with an earlier one are still
+# read as the system's text (factrl.train.verl.reward, factrl.rewards.veri_r1_authors).
+BUDGET_SPENT_NOTICES = (
+    BUDGET_SPENT,
+    "\n\nThe search budget is spent. Reason in <think> if needed, then give your final <answer>.\n\n",
+)
 OVER_BUDGET = "\n\n<information>\nNo searches left. Give your final <answer> now.\n</information>\n\n"

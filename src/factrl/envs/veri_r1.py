@@ -66,9 +66,13 @@ def render_information(hits: Sequence[Hit], max_chars: int) -> tuple[str, list[s
 
 
 def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdict:
-    """The verdict and format check for one episode's model text (observations excluded)."""
+    """The verdict and format check for one episode's model text (observations excluded).
+
+    Online, the system answers every ``</search>`` with an ``<information>`` block, and the
+    model must reason in ``<think>`` first every time it gets one (the paper's prompt, and
+    the authors' reward code): a search followed by any block but ``<think>`` fails."""
     allowed = ("plan", "search", "think", "answer") if online else ("think", "answer")
-    _, errors = check_protocol(
+    blocks, errors = check_protocol(
         model_text,
         allowed=allowed,
         first="plan" if online else None,
@@ -76,6 +80,12 @@ def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdic
         final="answer",
         max_counts={"search": max_searches} if online else None,
     )
+    searches = 0
+    for block, following in zip(blocks, blocks[1:]):
+        if block.name == "search":
+            searches += 1
+            if following.name != "think":
+                errors.append(f"no <think> after the information of search {searches} (got <{following.name}>)")
     content = last_block(model_text, "answer")
     if content is None:
         return Verdict(label=None, evidence_ids=[], format_ok=False, format_errors=errors, answered=False)

@@ -11,7 +11,15 @@ Per item, with P the predicted and G the gold evidence-id sets:
   ``evidence_score`` with ``evidence_convention`` naming it). The Veri-R1 authors' code
   scores IoU = 0 whenever G = ∅; ``evidence_score_authors`` is computed that way, for
   comparisons with the paper's tables. The two differ only on items without gold
-  evidence (typically NEI).
+  evidence (typically NEI);
+- evidence cover: G ⊆ P, for every gold label (the training diagnostic of §4.2).
+
+The judgements follow a reward convention (``convention``, see
+:mod:`factrl.rewards.veri_r1`): ``"paper"`` (the default) judges each episode's parsed
+verdict; ``"authors_code"`` re-reads each episode's response text (its turns) as the
+Veri-R1 authors' released reward code does — label, evidence ids and format its way, IoU 0
+whenever G = ∅, and an episode without an answer covering an empty gold set — so
+metrics and reward agree. The format-failure counts are always factrl's protocol kinds.
 
 Episodes that ended in an error count as wrong (no label, no evidence, bad format), never
 dropped: dropping them would flatter a system that crashes on hard claims. An episode
@@ -45,10 +53,22 @@ from factrl.metrics.evidence import covers, evidence_set, exact, iou
 from factrl.metrics.failures import FailureCounts
 from factrl.types import Claim, Trajectory, Verdict
 
-__all__ = ["ItemScore", "score_item", "compute_metrics", "MetricItem", "EVIDENCE_CONVENTION"]
+__all__ = [
+    "ItemScore",
+    "score_item",
+    "score_authors_item",
+    "compute_metrics",
+    "MetricItem",
+    "EVIDENCE_CONVENTION",
+    "EVIDENCE_CONVENTIONS",
+]
 
 # The convention of ``evidence_score``, written into every metrics dict.
 EVIDENCE_CONVENTION = "paper: IoU(empty, empty) = 1"
+EVIDENCE_CONVENTIONS = {
+    "paper": EVIDENCE_CONVENTION,
+    "authors_code": "authors_code: IoU = 0 whenever gold evidence is empty",
+}
 
 # What compute_metrics accepts per item.
 MetricItem = Trajectory | tuple[Claim, Verdict]
@@ -70,6 +90,8 @@ class ItemScore:
     format_ok: bool
     error: bool = False
     reward: float | None = None
+    # G ⊆ P (paper convention: only for an episode that answered).
+    evidence_cover: bool = False
 
 
 def score_item(
@@ -89,6 +111,7 @@ def score_item(
     nei = gold_label is Label.NEI
     has_gold = bool(evidence_set(gold_evidence))
     overlap = iou(pred, gold_evidence) if verdict.answered else 0.0
+    cover = verdict.answered and covers(pred, gold_evidence)
     return ItemScore(
         gold_label=gold_label,
         pred_label=verdict.label,
@@ -101,6 +124,40 @@ def score_item(
         format_ok=verdict.format_ok,
         error=error,
         reward=reward,
+        evidence_cover=cover,
+    )
+
+
+def score_authors_item(
+    gold_label: Label,
+    gold_evidence: Sequence[str],
+    response: str,
+    *,
+    error: bool = False,
+    reward: float | None = None,
+) -> ItemScore:
+    """Judge one response text as the Veri-R1 authors' reward code does (the
+    ``authors_code`` convention); with ``error`` set the text is ignored (no answer).
+    The predicted label is None unless the code read one of the three canonical spellings
+    (``SUPPORTS`` is never correct there)."""
+    from factrl.rewards.veri_r1_authors import authors_judge
+
+    j = authors_judge("" if error else response, gold_label, gold_evidence)
+    read = j.parse.label
+    pred = Label(read) if read in (Label.SUPPORT.value, Label.REFUTE.value, Label.NEI.value) else None
+    return ItemScore(
+        gold_label=gold_label,
+        pred_label=pred,
+        label_correct=j.label_correct,
+        verified=j.verified,
+        joint=j.joint,
+        evidence_iou=j.evidence,
+        evidence_iou_authors=j.evidence,
+        has_gold_evidence=bool(evidence_set(gold_evidence)),
+        format_ok=j.format_ok,
+        error=error,
+        reward=reward,
+        evidence_cover=j.cover,
     )
 
 
@@ -114,6 +171,7 @@ class _Item:
     reward: float | None
     shown_ids: Sequence[str] | None  # None: not known (a bare verdict)
     confidence: float | None = None
+    traj: Trajectory | None = None
 
 
 def _unpack(i: int, item: Any) -> _Item:
@@ -123,7 +181,7 @@ def _unpack(i: int, item: Any) -> _Item:
         reward = r.total if (r.components or r.total) else None
         conf = item.meta.get("confidence")
         out = _Item(item.claim, item.verdict, item.error, reward, item.retrieved_ids,
-                    None if conf is None else float(conf))
+                    None if conf is None else float(conf), item)
     elif isinstance(item, (tuple, list)) and len(item) == 2:
         claim, verdict = item
         if not isinstance(claim, Claim) or not isinstance(verdict, Verdict):
@@ -141,11 +199,20 @@ def _unpack(i: int, item: Any) -> _Item:
     return out
 
 
-def _score(it: _Item) -> ItemScore:
+def _score(i: int, it: _Item, convention: str) -> ItemScore:
     assert it.claim.label is not None  # checked in _unpack
-    return score_item(
-        it.claim.label, it.claim.evidence_ids, it.verdict, error=it.error is not None, reward=it.reward
-    )
+    error = it.error is not None
+    if convention == "paper":
+        return score_item(it.claim.label, it.claim.evidence_ids, it.verdict, error=error, reward=it.reward)
+    from factrl.rewards.veri_r1 import trajectory_response
+
+    if it.traj is None:
+        raise TypeError(
+            f"item {i}: convention 'authors_code' judges the response text; a (Claim, Verdict) "
+            f"pair has none (pass the Trajectory)"
+        )
+    return score_authors_item(it.claim.label, it.claim.evidence_ids, trajectory_response(it.traj),
+                              error=error, reward=it.reward)
 
 
 def _mean(xs: Sequence[float | bool]) -> float | None:
@@ -159,6 +226,7 @@ def _rates(scores: Sequence[ItemScore]) -> dict[str, Any]:
         "verification_acc": _mean([s.verified for s in scores]),
         "joint_acc": _mean([s.joint for s in scores]),
         "evidence_score": _mean([s.evidence_iou for s in scores]),
+        "evidence_cover": _mean([s.evidence_cover for s in scores]),
     }
 
 
@@ -198,16 +266,20 @@ def _calibration(items: Sequence[_Item], scores: Sequence[ItemScore]) -> dict[st
     return out
 
 
-def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
+def compute_metrics(items: Iterable[MetricItem], *, convention: str = "paper") -> dict[str, Any]:
     """All Veri-R1 metrics over ``items`` (Trajectory records or (Claim, Verdict) pairs).
 
+    ``convention`` is the reward's (``"paper"`` or ``"authors_code"``, see the module
+    docstring; ``authors_code`` needs Trajectory records with their turns), written into
+    the dict as ``convention``.
+
     Returns a JSON-ready dict with the keys ``n``, ``label_acc``, ``verification_acc``,
-    ``joint_acc``, ``evidence_score``, ``evidence_score_with_gold`` (mean IoU over items
-    with gold evidence), ``format_ok_rate``, ``macro_f1`` (over the labels in gold ∪
-    predicted), ``majority_baseline`` ``{label, acc}``, ``errors``, ``per_label``
-    ``{gold label: {n, label_acc, verification_acc, joint_acc, evidence_score}}``, and
-    ``mean_reward`` only when some item carries a reward. Rates are ``None`` when
-    there is nothing to average (e.g. empty input).
+    ``joint_acc``, ``evidence_score``, ``evidence_cover``, ``evidence_score_with_gold``
+    (mean IoU over items with gold evidence), ``format_ok_rate``, ``macro_f1`` (over the
+    labels in gold ∪ predicted), ``majority_baseline`` ``{label, acc}``, ``errors``,
+    ``per_label`` ``{gold label: {n, label_acc, verification_acc, joint_acc,
+    evidence_score, evidence_cover}}``, and ``mean_reward`` only when some item carries a
+    reward. Rates are ``None`` when there is nothing to average (e.g. empty input).
 
     Beside Veri-R1's, the classification scores FFRR and HARIS report: ``accuracy`` (the
     same value as ``label_acc``), ``macro_precision``, ``macro_recall``, and — only when
@@ -215,7 +287,7 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     macro_precision, macro_recall, macro_f1}}`` keyed by the hop count as a string
     (``"unknown"`` for claims without one), in numeric order.
 
-    Also ``evidence_convention`` (:data:`EVIDENCE_CONVENTION`, the convention of
+    Also ``evidence_convention`` (:data:`EVIDENCE_CONVENTIONS`, the convention of
     ``evidence_score``), ``evidence_score_authors`` (IoU = 0 whenever gold is empty, as
     the Veri-R1 authors' code computes it), ``format_failures`` ``{kind: episodes}``,
     ``episodes_with_format_failures`` and ``episode_errors`` ``{stage/ExceptionType:
@@ -226,8 +298,10 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     tiers, tiers_by_predicted_label}`` over those items (:func:`factrl.metrics.confidence.
     calibration` with 10 bins; tiers low < 0.85 < middle < 0.95 < high, Veri-R1 §4.3).
     """
+    if convention not in EVIDENCE_CONVENTIONS:
+        raise ValueError(f"convention must be one of {list(EVIDENCE_CONVENTIONS)}, got {convention!r}")
     unpacked = [_unpack(i, it) for i, it in enumerate(items)]
-    scores = [_score(it) for it in unpacked]
+    scores = [_score(i, it, convention) for i, it in enumerate(unpacked)]
     failures = FailureCounts()
     for it in unpacked:
         failures.add(it.verdict, error=it.error, shown_ids=it.shown_ids)
@@ -236,7 +310,8 @@ def compute_metrics(items: Iterable[MetricItem]) -> dict[str, Any]:
     base = majority_baseline(gold)
     out = _rates(scores)
     out.update(
-        evidence_convention=EVIDENCE_CONVENTION,
+        convention=convention,
+        evidence_convention=EVIDENCE_CONVENTIONS[convention],
         evidence_score_authors=_mean([s.evidence_iou_authors for s in scores]),
         evidence_score_with_gold=_mean([s.evidence_iou for s in scores if s.has_gold_evidence]),
         format_ok_rate=_mean([s.format_ok for s in scores]),

@@ -20,6 +20,7 @@ _OVERALL = (
     ("evidence_score", "evidence score (mean IoU)"),
     ("evidence_score_authors", "evidence score, authors' convention (IoU 0 when gold is empty)"),
     ("evidence_score_with_gold", "evidence score, items with gold evidence"),
+    ("evidence_cover", "evidence cover (every gold id cited)"),
     ("format_ok_rate", "format ok"),
     ("macro_f1", "macro-F1"),
     ("mean_reward", "mean reward"),
@@ -93,6 +94,8 @@ def _failure_lines(metrics: Mapping[str, Any]) -> list[str]:
         out.append(f"Format failures (episodes per kind): {_counts(metrics['format_failures'], words=True)}.")
     if "episode_errors" in metrics:
         out.append(f"Episode errors by type: {_counts(metrics['episode_errors'])}.")
+    if "convention" in metrics:
+        out.append(f"Judged under the reward convention: {metrics['convention']}.")
     if "evidence_convention" in metrics:
         out.append(f"Evidence score convention: {metrics['evidence_convention']}.")
     return ["", *(f"{line}  " for line in out[:-1]), *out[-1:]] if out else []

@@ -43,6 +43,22 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _convention(info: dict[str, Any]) -> str:
+    """The reward convention run.json records (``factrl eval --reward-param
+    convention=...``), which the metrics follow; ``"paper"`` when none is recorded."""
+    from factrl.envs.spec import parse_params
+
+    reward = info.get("reward")
+    params = reward.get("params") if isinstance(reward, dict) else None
+    if isinstance(params, list):
+        try:
+            params = parse_params([str(p) for p in params])
+        except ValueError:
+            params = None
+    value = params.get("convention") if isinstance(params, dict) else None
+    return str(value) if value else "paper"
+
+
 def load_run(path: Path, name: str | None = None) -> RunData:
     """Read a run directory; metrics come from ``metrics.json`` when present, else they are
     computed from the trajectories (a run still in progress)."""
@@ -69,7 +85,7 @@ def load_run(path: Path, name: str | None = None) -> RunData:
     if computed:
         from factrl.metrics.veri_r1 import compute_metrics
 
-        metrics = compute_metrics([t for t in trajs if t.claim.label is not None])
+        metrics = compute_metrics([t for t in trajs if t.claim.label is not None], convention=_convention(info))
     else:
         metrics = _read_json(metrics_path)
     return RunData(name=name or path.resolve().name, path=path, info=info, metrics=metrics,

@@ -16,9 +16,12 @@ from factrl.rewards.base import (
     score_trajectories,
 )
 from factrl.rewards.veri_r1 import (
+    CONVENTION_DIFFERENCES,
+    CONVENTIONS,
     VeriR1Reward,
     VeriR1RewardConfig,
     validity_weight,
+    veri_r1_authors_reward,
     veri_r1_reward,
     veri_r1_trajectory_reward,
 )
@@ -31,9 +34,12 @@ __all__ = [
     "TrajectoryReward",
     "build_reward",
     "score_trajectories",
+    "CONVENTION_DIFFERENCES",
+    "CONVENTIONS",
     "VeriR1Reward",
     "VeriR1RewardConfig",
     "validity_weight",
+    "veri_r1_authors_reward",
     "veri_r1_reward",
     "veri_r1_trajectory_reward",
 ]

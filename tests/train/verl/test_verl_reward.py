@@ -99,7 +99,7 @@ def test_reward_kwargs_reach_the_reward_config():
     out = score(PLAN + SEARCH + SYSTEM_INFO + THINK + ANSWER, reward={"evidence_weight": 0.0})
     assert out["score"] == 3.0 and out["evidence"] == 1.0
     # More searches than allowed break the format.
-    three = PLAN + (SEARCH + SYSTEM_INFO) * 3 + THINK + ANSWER
+    three = PLAN + (SEARCH + SYSTEM_INFO + THINK) * 3 + ANSWER
     assert score(three)["format"] == 1.0
     assert score(three, max_searches=2)["format"] == 0.0
 
@@ -116,7 +116,7 @@ CLAIM = Claim(id="c1", text="The Nile flows north.", label="SUPPORT",
 def test_decoded_transcript_scores_like_the_environment(n_searches, max_turns):
     """verl decodes model + observation text; the shim must agree with the env's own
     reward, including the budget notice after the last search and the over-budget block."""
-    turns = [PLAN + SEARCH] + [SEARCH] * (n_searches - 1) + [THINK + ANSWER]
+    turns = [PLAN + SEARCH] + [THINK + SEARCH] * (n_searches - 1) + [THINK + ANSWER]
 
     def respond(context: str) -> str:  # the prompt itself shows one "<search>…</search>"
         return turns[min(context.count("</search>") - 1, len(turns) - 1)]
@@ -127,6 +127,16 @@ def test_decoded_transcript_scores_like_the_environment(n_searches, max_turns):
     out = score(traj.transcript, {"label": "SUPPORT", "evidence": ["nile_sentence_1"]})
     assert out["score"] == pytest.approx(traj.reward.total)
     assert out["format"] == traj.reward.components["format"] == (1.0 if n_searches <= 3 else 0.0)
+
+
+def test_information_must_be_followed_by_think():
+    # The paper's prompt and the authors' code: reason in <think> after every <information>.
+    no_think = PLAN + SEARCH + SYSTEM_INFO + SEARCH + SYSTEM_INFO + THINK + ANSWER
+    straight_to_answer = PLAN + SEARCH + SYSTEM_INFO + ANSWER
+    for response in (no_think, straight_to_answer):
+        for convention in ("paper", "authors_code"):
+            out = score(response, reward={"convention": convention})
+            assert (out["format"], out["score"]) == (0.0, 3.0), (convention, response)
 
 
 def test_response_cut_inside_an_observation():

@@ -14,6 +14,10 @@ are removed, together with factrl's "search budget is spent" notice that the env
 appends to the last one; any other ``<information>`` was written by the model and still
 fails the format reward. When factrl's agent loop produced the response it also passes
 the model's own text (``extra_info["factrl_model_text"]``), which is scored directly.
+
+The trajectory handed to the reward keeps the whole response as turns (model text, and
+the system's blocks as environment turns): the Veri-R1 reward's ``authors_code``
+convention reads it as the authors' code read verl's decoded response.
 """
 
 from __future__ import annotations
@@ -28,9 +32,16 @@ from factrl.envs import prompts
 from factrl.labels import Label, normalise_label
 from factrl.rewards.base import RewardSpec, build_reward
 from factrl.rewards.veri_r1 import VeriR1Reward
-from factrl.types import Claim, EvidenceRef, RewardBreakdown, Trajectory
+from factrl.types import Claim, EvidenceRef, RewardBreakdown, Trajectory, Turn
 
-__all__ = ["MODEL_TEXT_KEY", "SCORE_KEYS", "compute_score", "score_fields", "strip_system_information"]
+__all__ = [
+    "MODEL_TEXT_KEY",
+    "SCORE_KEYS",
+    "compute_score",
+    "response_turns",
+    "score_fields",
+    "strip_system_information",
+]
 
 # extra_fields key the agent loop fills with the model-only text (verl merges an agent
 # loop's extra_fields into the reward function's extra_info).
@@ -38,7 +49,7 @@ MODEL_TEXT_KEY = "factrl_model_text"
 # The fields of the Veri-R1 reward (any reward gives "score" and its declared components).
 SCORE_KEYS = ("score", *VeriR1Reward.components)
 
-_NOTICE = re.escape(prompts.BUDGET_SPENT.strip())
+_NOTICE = '(?:' + '|'.join(re.escape(n.strip()) for n in prompts.BUDGET_SPENT_NOTICES) + ')'
 # </search> (kept), then the system block; an unclosed block at the very end is a
 # response cut off mid-observation and goes too.
 _SYSTEM_INFO = re.compile(
@@ -50,6 +61,22 @@ _SYSTEM_INFO = re.compile(
 def strip_system_information(response: str) -> str:
     """``response`` without the ``<information>`` blocks that follow a ``</search>``."""
     return _SYSTEM_INFO.sub(r"\1", response)
+
+
+def response_turns(response: str) -> list[Turn]:
+    """``response`` as turns: the system's blocks (those :func:`strip_system_information`
+    removes) as environment turns, the rest as model turns; no token ids (verl holds
+    them). The turns' texts join back into ``response``."""
+    turns: list[Turn] = []
+    pos = 0
+    for m in _SYSTEM_INFO.finditer(response):
+        cut = m.end(1)
+        turns.append(Turn(source="model", text=response[pos:cut], token_ids=[], mask=[]))
+        turns.append(Turn(source="env", text=response[cut : m.end()], token_ids=[], mask=[]))
+        pos = m.end()
+    if pos < len(response) or not turns:
+        turns.append(Turn(source="model", text=response[pos:], token_ids=[], mask=[]))
+    return turns
 
 
 def _ground_truth(ground_truth: Any) -> tuple[Label, list[str]]:
@@ -130,11 +157,12 @@ def compute_score(
     claim = _claim(ground_truth, extra)
     the_env = build(_env_spec(extra, env, env_params, {"mode": mode, "max_searches": max_searches}),
                     EnvDeps.offline_only())
+    response = solution_str if isinstance(solution_str, str) else ""
     model_text = extra.get(MODEL_TEXT_KEY)
     if not isinstance(model_text, str):
-        model_text = strip_system_information(solution_str if isinstance(solution_str, str) else "")
+        model_text = strip_system_information(response)
     traj = Trajectory(claim_id=claim.id, env=the_env.name, claim=claim, prompt=[],
-                      verdict=the_env.parse_verdict(model_text))
+                      turns=response_turns(response), verdict=the_env.parse_verdict(model_text))
     name = reward if isinstance(reward, str) else the_env.default_reward
     params = {**(dict(reward) if isinstance(reward, Mapping) else {}), **dict(reward_params or {})}
     scorer = build_reward(RewardSpec(name=name, params=params))
