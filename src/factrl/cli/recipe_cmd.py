@@ -22,6 +22,8 @@ def factworld(
     recipe_set: list[str] = typer.Option([], "--recipe", help="Override a recipe setting: --recipe teacher_noise=0.3 "
                                          "(fields of factrl.recipes.factworld.FactworldRecipe)."),
     eval_base: bool = typer.Option(False, "--eval-base", help="Also evaluate the untrained model."),
+    run: list[str] = typer.Option([], "--run", help="Train/evaluate only these GRPO runs: 'none' (the real one) or "
+                                  "a --control name (repeatable), e.g. controls in a second process."),
     device: str = typer.Option(None, "--device", show_default="auto",
                                help=f"Where every stage trains and evaluates: {DEVICE_CHOICES}."),
     dtype: str = typer.Option(None, "--dtype", show_default="auto",
@@ -49,7 +51,7 @@ def factworld(
             raise ValueError(f"unknown recipe setting(s) {', '.join(unknown)}; known: {', '.join(fields)}")
         recipe = FactworldRecipe(preset=preset, model=model, controls=tuple(control), eval_base=eval_base,
                                  grpo_overrides=parse_overrides(set_), **{**on, **extra})
-        run_recipe(recipe, out, stages=tuple(stage) or STAGES)
+        run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -283,6 +283,8 @@ def _report(r: FactworldRecipe, out: Path, stages: dict[str, Path]) -> dict[str,
     base = _correct_by_id(out / "eval" / "warmup")
     for name in stages:
         d = out / "eval" / name.replace("@", "-").replace("%", "pct")
+        if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
+            continue
         got = _correct_by_id(d)
         n, k = len(got), int(sum(got.values()))
         lo, hi = wilson_interval(k, n)
@@ -325,8 +327,11 @@ def _recipe_json(r: FactworldRecipe) -> dict[str, Any]:
     return d
 
 
-def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] = STAGES) -> dict[str, Any]:
-    """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran."""
+def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] = STAGES,
+               runs: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran.
+    ``runs`` limits the GRPO runs trained and evaluated to these names ("none" = the real
+    one, or controls of ``r.controls``), so runs can go in parallel processes."""
     from factrl.train.controls import check_control
 
     for c in r.controls:
@@ -365,8 +370,12 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
             timed("warmup", _warmup, r, out, traj)
     # The real run first, evaluated at once (the warm-up too), then each control: partial
     # results are on disk as early as possible.
+    chosen = ("none", *r.controls) if runs is None else tuple(runs)
+    unknown = [x for x in chosen if x not in ("none", *r.controls)]
+    if unknown:
+        raise ValueError(f"unknown run(s) {', '.join(unknown)}: 'none' or one of the controls {', '.join(r.controls) or '(none)'}")
     report = None
-    if "eval" in stages:  # the starting point(s) first: a weak or strong warm-up shows at once
+    if "eval" in stages and "none" in chosen:  # the starting point(s) first: a weak warm-up shows at once
         for name in ("base", "warmup"):
             model = {"base": None, "warmup": out / "warmup" / "final"}[name]
             if name == "base" and r.eval_base:
@@ -375,7 +384,7 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
                 model = Path(resolve_model_path(r.model))
             if model is not None and (model / "config.json").is_file():
                 timed(f"eval-{name}", _evaluate, r, out, name, model)
-    for control in ("none", *r.controls):
+    for control in chosen:
         if "grpo" in stages:
             timed(f"grpo-{control}", _grpo, r, out, control)
         if "eval" in stages:
