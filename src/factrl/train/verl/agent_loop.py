@@ -154,6 +154,8 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         async def generate(request: GenerateRequest) -> Sampled:
             nonlocal preempted
             params = {**sampling_params, **stop_params(self.backend, request.stop), "max_tokens": request.max_new_tokens}
+            if request.temperature is not None:  # the role's own (the environment's RoleSampling)
+                params["temperature"] = request.temperature
             out = await self.server_manager.generate(request_id=request_id, prompt_ids=request.context,
                                                      sampling_params=params)
             preempted += int(out.num_preempted or 0)
