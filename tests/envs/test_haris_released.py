@@ -194,10 +194,10 @@ def test_searcher_alone_and_refusals():
 
 
 def test_a_trainer_refuses_a_role_sampled_at_another_temperature():
-    from factrl.train.grpo import check_trained_temperatures
+    from factrl.envs.base import check_trained_temperatures
 
     env = build(EnvSpec(name="haris", params={"convention": "released"}), EnvDeps(retriever=WordOverlapRetriever(PASSAGES)))
-    with pytest.raises(ValueError, match="temperature 0.1"):
+    with pytest.raises(ValueError, match="temperature 0.1, the run at 1.0"):
         check_trained_temperatures(env, [], 1.0)
     env = build(EnvSpec(name="haris", params={"convention": "released", "reasoner_temperature": None}),
                 EnvDeps(retriever=WordOverlapRetriever(PASSAGES)))

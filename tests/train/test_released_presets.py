@@ -21,7 +21,7 @@ def test_haris_released_preset():
     cfg = load_run_config("haris_released")
     assert cfg.env.params["convention"] == "released" and cfg.haris.searcher_params["convention"] == "released"
     assert (cfg.rollout.max_new_tokens, cfg.rollout.max_total_tokens) == (2048, 40960)
-    from factrl.train.grpo import check_trained_temperatures
+    from factrl.envs.base import check_trained_temperatures
 
     deps = EnvDeps(retriever=WordOverlapRetriever([]))
     for spec in (EnvSpec(name="haris", params=cfg.env.params), EnvSpec(name="haris_searcher", params=cfg.haris.searcher_params)):

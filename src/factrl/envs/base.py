@@ -19,14 +19,14 @@ that declares none runs every role with the rollout's settings.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from factrl.registry import Registry
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling", "role_sampling"]
+__all__ = ["Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling", "role_sampling", "check_trained_temperatures"]
 
 POLICY = "policy"  # the role whose opening context a trainer optimises
 
@@ -64,6 +64,18 @@ class RoleSampling:
 def role_sampling(env: object, role: str) -> RoleSampling:
     """The sampling ``env`` declares for ``role`` (the rollout's settings when none)."""
     return (getattr(env, "sampling", None) or {}).get(role) or RoleSampling()
+
+
+def check_trained_temperatures(env: object, roles: Collection[str], temperature: float) -> None:
+    """A trainer recomputes the policy's logprobs at the run's temperature: an environment
+    that samples a trained role (the opening context's, or one of ``roles``) at another
+    would train on logprobs of a distribution it did not sample from, so it is refused."""
+    for role in (POLICY, *sorted(roles)):
+        own = role_sampling(env, role).temperature
+        if own is not None and own != temperature:
+            raise ValueError(f"the environment samples the trained role {role!r} at temperature {own}, the run at "
+                             f"{temperature}: set the environment's temperature for that role to None or "
+                             f"{temperature}")
 
 
 @dataclass

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from factrl.datasets.prepare import prepare_splits
+from factrl.envs.base import check_trained_temperatures
 from factrl.lm.loader import resolve_model_path
 from factrl.rollout import RolloutConfig
 from factrl.train.config import GRPORunConfig, grpo_args, training_precision
@@ -27,20 +27,6 @@ __all__ = ["train_grpo", "latest_checkpoint", "resolved_config", "training_order
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def check_trained_temperatures(env: Any, roles: Collection[str], temperature: float) -> None:
-    """TRL recomputes the policy's logprobs at the run's temperature: an environment that
-    samples a trained role at another (its :class:`~factrl.envs.base.RoleSampling`) would
-    train on logprobs of a distribution it did not sample from, so it is refused."""
-    from factrl.envs.base import POLICY, role_sampling
-
-    for role in (POLICY, *sorted(roles)):
-        own = role_sampling(env, role).temperature
-        if own is not None and own != temperature:
-            raise ValueError(f"the environment samples the trained role {role!r} at temperature {own}, the run at "
-                             f"{temperature}: set the environment's temperature for that role to None or "
-                             f"{temperature} (rollout.temperature)")
 
 
 def training_order(claims: list[Claim], cfg: GRPORunConfig) -> list[Claim]:
@@ -126,7 +112,7 @@ def train_grpo(
     # every context the policy generates in is a completion of its own (ProFact's searches)
     probe = make_env()
     rows, roles = contexts_per_trajectory(probe, lms), trained_roles(probe, lms)
-    check_trained_temperatures(probe, roles, r.temperature)
+    check_trained_temperatures(probe, roles, r.temperature)  # TRL recomputes logprobs at it
     rollout = EnvRollout(
         by_key,
         make_env,
