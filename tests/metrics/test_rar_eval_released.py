@@ -130,3 +130,41 @@ def test_released_metric_params_are_checked(tmp_path):
     with pytest.raises(ValueError, match="convention must be"):
         write_rar_metrics(tmp_path, [], lms={"policy": Judge()}, reward=build_reward("rar"),
                           params={"convention": "authors"})
+
+
+def test_the_linear_readers_equal_the_released_regexes_on_random_texts():
+    """final_answer, the fence reader and the reward's response extraction replace the
+    released regexes (quadratic on hostile input) by find calls: equal on 20,000 texts."""
+    import random
+    import re
+    import time
+
+    from factrl.metrics.rar_eval_released import fenced
+    from factrl.rewards.rar_released import released_content
+
+    fence = re.compile(r"```(?:json)?\s*([\s\S]*?)\s*```", re.IGNORECASE)
+    think = re.compile(r"<think>(.*?)</think>(.*)", re.DOTALL)
+    answer, after = re.compile(r"<answer>(.*?)</answer>", re.DOTALL), re.compile(r"</think>(.*)", re.DOTALL)
+
+    def reference_final(p):
+        if m := answer.search(p):
+            return m.group(1).strip()
+        if m := after.search(p):
+            return m.group(1).strip()
+        cleaned = re.sub(r"<\|assistant\|>", "", p)
+        return cleaned.strip() if cleaned != p else p
+
+    rng = random.Random(0)
+    atoms = ["`", "```", "json", "JSON", "j", " ", "\n", "\u00a0", "x", "[", "]", "<think>", "</think>", "<answer>",
+             "</answer>", "<|assistant|>", "s", "o", "n"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 14)))
+        m = fence.search(text)
+        assert fenced(text) == (m.group(1) if m else None), repr(text)
+        m = think.search(text)
+        assert released_content(text) == (m.group(2) if m else text), repr(text)
+        assert final_answer(text) == reference_final(text), repr(text)
+    hostile = "<think>" * 20_000 + "```" + " " * 20_000 + "<answer>" * 10_000
+    t0 = time.perf_counter()
+    fenced(hostile), released_content(hostile), final_answer(hostile)
+    assert time.perf_counter() - t0 < 0.5

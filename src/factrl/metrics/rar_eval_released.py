@@ -33,7 +33,6 @@ Short-form (no released code scores it): a question abstains only when its whole
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -104,19 +103,26 @@ Your decision:"""
 
 EXTRACT_CONFIG = GenerationConfig(max_new_tokens=4096, temperature=0.0)
 JUDGE_CONFIG = GenerationConfig(max_new_tokens=10, temperature=1.0)
-_FENCE = re.compile(r"```(?:json)?\s*([\s\S]*?)\s*```", re.IGNORECASE)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_AFTER_THINK = re.compile(r"</think>(.*)", re.DOTALL)
+
+
+def _between(text: str, opening: str, closing: str) -> str | None:
+    """``re.search(opening + "(.*?)" + closing, DOTALL)``'s group in linear time (None
+    when it does not match): the first ``closing`` after the first ``opening``."""
+    start = text.find(opening)
+    if start < 0:
+        return None
+    end = text.find(closing, start + len(opening))
+    return None if end < 0 else text[start + len(opening) : end]
 
 
 def final_answer(prediction: str) -> str:
     """``run_eval.extract_final_answer``: the ``<answer>`` block, else the text after
     ``</think>`` (both stripped), else the text without ``<|assistant|>`` tags, else
     the text as it is."""
-    if m := _ANSWER.search(prediction):
-        return m.group(1).strip()
-    if m := _AFTER_THINK.search(prediction):
-        return m.group(1).strip()
+    if (block := _between(prediction, "<answer>", "</answer>")) is not None:
+        return block.strip()
+    if (at := prediction.find("</think>")) >= 0:
+        return prediction[at + len("</think>"):].strip()
     cleaned = prediction.replace("<|assistant|>", "")
     return cleaned.strip() if cleaned != prediction else prediction
 
@@ -128,11 +134,29 @@ def is_sole_abstention(answer: str) -> bool:
     return any(_normalise(answer) == _normalise(p) for p in ABSTENTION_PHRASES)
 
 
+def fenced(text: str) -> str | None:
+    """The released extractor's ``re.search(r"```(?:json)?\\s*([\\s\\S]*?)\\s*```", text,
+    re.I)`` group in linear time (the regex is quadratic on hostile input): after the
+    first fence, an optional ``json`` tag (any case) and blanks, up to the next fence,
+    trailing blanks dropped; None when there is no second fence."""
+    at = text.find("```")
+    if at < 0:
+        return None
+    start = at + 3
+    if text[start : start + 4].lower() == "json":
+        start += 4
+    while start < len(text) and text[start].isspace():
+        start += 1
+    # no fence after the first one's end: none after any later one either
+    end = text.find("```", start)
+    return None if end < 0 else text[start:end].rstrip()
+
+
 def parse_claims_released(text: str) -> tuple[list[str], str | None]:
     """The claims the released extractor reads from ``text``, and why it read none when
     it did not parse (a list that is not of strings, or no JSON)."""
-    if m := _FENCE.search(text):
-        text = m.group(1).strip()
+    if (block := fenced(text)) is not None:
+        text = block.strip()
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:

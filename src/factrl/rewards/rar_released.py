@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,14 +101,16 @@ Respond in JSON format. {{"REASONING": "[...]", "SCORE": "<your-score>"}}"""
 # What Qwen3's chat template (enable_thinking=False) and tinker's qwen3_disable_thinking
 # renderer put after the assistant header: the reply starts after an empty reasoning block.
 NO_THINKING = "<think>\n\n</think>\n\n"
-_THINK_THEN = re.compile(r"<think>(.*?)</think>(.*)", re.DOTALL)
 
 
 def released_content(text: str) -> str:
-    """The response the released code verifies: what follows the first ``</think>`` of
-    a ``<think>…</think>`` pair, unstripped; the whole text when there is none."""
-    m = _THINK_THEN.search(text)
-    return m.group(2) if m else text
+    """The response the released code verifies (``re.search(r"<think>(.*?)</think>(.*)")``'s
+    second group, DOTALL): what follows the first ``</think>`` after the first ``<think>``,
+    unstripped; the whole text when there is none. Two ``find`` calls: linear, where the
+    regex is quadratic on many unclosed ``<think>``."""
+    start = text.find("<think>")
+    end = -1 if start < 0 else text.find("</think>", start + len("<think>"))
+    return text if end < 0 else text[end + len("</think>"):]
 
 
 def released_instruction(messages: Sequence[Message]) -> str:
