@@ -153,3 +153,59 @@ def test_a_failed_call_fails_its_episodes_with_the_reason_counted():
     for t in trajs:
         counts.add(t.verdict, error=t.error)
     assert counts.to_dict()["episode_errors"] == {"generate/ConnectionError": 2}
+
+
+class TwoRoles:
+    """Opens a second role's context after its first turn (``switch_after``: 1) or never;
+    the roles have their own temperatures and limits (RoleSampling)."""
+
+    name, stop, default_reward = "two_roles", (), "label_only"
+
+    def __init__(self, switch_after):
+        from factrl.envs.base import RoleSampling
+
+        self.switch_after, self.max_turns, self.turns = switch_after, 3, 0
+        self.sampling = {"policy": RoleSampling(temperature=0.1, max_new_tokens=5),
+                         "helper": RoleSampling(temperature=0.9, max_context_tokens=3)}
+
+    def reset(self, claim):
+        self.turns = 0
+        return [Message(role="user", content=claim.text)]
+
+    def step(self, text):
+        from factrl.envs.base import Switch
+
+        self.turns += 1
+        if self.turns == self.switch_after:
+            return StepResult(observation=None, done=False,
+                              switch=Switch(role="helper", messages=[Message(role="user", content="help")]))
+        return StepResult(observation=None, done=self.turns >= 3)
+
+    def result(self):
+        return EpisodeResult(verdict=Verdict())
+
+    def parse_verdict(self, text):
+        return Verdict()
+
+
+def test_roles_sample_at_their_own_temperature_and_limits_in_one_batch():
+    """One LM plays two roles at different temperatures in the same round: the rows go in
+    separate calls (one call's rows must share a temperature), each with its role's limits."""
+    calls = []
+
+    class Recording(ScriptedLM):
+        def generate(self, prompts, config):
+            calls.append([(c.meta["role"], c.temperature, c.max_new_tokens) for c in config])
+            return super().generate(prompts, config)
+
+    lm = Recording(lambda ctx: "abcdefghij")
+    jobs = [Job(lambda: TwoRoles(1), Claim(id="a", text="a")), Job(lambda: TwoRoles(0), Claim(id="b", text="b"))]
+    trajs = run_jobs(jobs, lm, RolloutConfig(temperature=0.5, max_new_tokens=50, batch_size=2), score=False)
+    assert all(len({t for _, t, _ in call}) == 1 for call in calls)  # one temperature per call
+    rows = {row for call in calls for row in call}
+    assert rows == {("policy", 0.1, 5), ("helper", 0.9, 3)}
+    # round 2 had a policy row (b) and a helper row (a): two calls
+    assert any(len(c) == 1 for c in calls[1:3]) and len(calls) >= 3
+    (seg,) = trajs[0].segments
+    assert sum(len(t.token_ids) for t in seg.turns) == 3  # the helper's context cap
+    assert all(len(t.token_ids) == 5 for t in trajs[1].turns)

@@ -19,7 +19,8 @@ once and appended with mask 0; model text is never re-tokenised.
 Budgets are per episode and per context, never per batch: a turn may generate at most
 ``max_turn_tokens`` and a context's turns (model and observation) at most
 ``max_total_tokens`` after its prompt, so an episode's trajectory does not depend on
-which other episodes share its batch. A seeded run derives each turn's sampling seed
+which other episodes share its batch. An environment may set a role's own temperature
+and limits (:class:`~factrl.envs.base.RoleSampling`); the request carries them. A seeded run derives each turn's sampling seed
 from the claim, the group member and the turn number, for the same reason.
 
 Contexts: the environment may ask (with a :class:`~factrl.envs.base.Switch`) for the next
@@ -35,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from factrl.envs.base import POLICY, Env, StepResult
+from factrl.envs.base import POLICY, Env, StepResult, role_sampling
 from factrl.types import Claim, Message, Segment, Trajectory, Turn, Verdict
 
 __all__ = [
@@ -69,6 +70,7 @@ class GenerateRequest:
     stop: tuple[str, ...]
     seed: int | None
     meta: dict[str, object]
+    temperature: float | None = None  # the role's own (RoleSampling); None: the rollout's
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ class Episode:
         if self._pending is not None:
             raise RuntimeError("give() the tokens of the last step's Need before the next request")
         ctx = self.contexts[self.current]
-        room = self.budget.max_total_tokens - ctx.used
+        own = role_sampling(self.env, ctx.role)
+        room = (own.max_context_tokens or self.budget.max_total_tokens) - ctx.used
         if room <= 0:
             self.done = True  # the context is full: the environment never got its answer
             return None
@@ -164,9 +167,10 @@ class Episode:
         return GenerateRequest(
             role=ctx.role,
             context=ctx.ids(),
-            max_new_tokens=min(self.budget.max_turn_tokens, room),
+            max_new_tokens=min(own.max_new_tokens or self.budget.max_turn_tokens, room),
             stop=ctx.stop,
             seed=seed,
+            temperature=own.temperature,
             # which episode, context (0: the opening one) and turn of that context a row
             # is: scripted teachers answer from this, never by parsing the prompt
             meta={"claim_id": self.claim.id, "group_index": self.group_index, "role": ctx.role,

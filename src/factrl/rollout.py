@@ -118,12 +118,14 @@ def drive(episodes: Sequence[Episode], lm: LM, config: RolloutConfig, *, lms: Ma
         pending = [(ep, req) for ep in episodes if (req := ep.request()) is not None]
         if not pending:
             return
-        by_lm: dict[int, list[tuple[Episode, GenerateRequest]]] = {}
+        # one call per LM and temperature (rows of one call share it; a role may have its own)
+        by_lm: dict[tuple[int, float], list[tuple[Episode, GenerateRequest]]] = {}
         for ep, req in pending:
-            by_lm.setdefault(id(lm_of(req.role)), []).append((ep, req))
-        for rows in by_lm.values():
+            temp = config.temperature if req.temperature is None else req.temperature
+            by_lm.setdefault((id(lm_of(req.role)), temp), []).append((ep, req))
+        for (_, temp), rows in by_lm.items():
             backend = lm_of(rows[0][1].role)
-            cfgs = [GenerationConfig(max_new_tokens=r.max_new_tokens, temperature=config.temperature,
+            cfgs = [GenerationConfig(max_new_tokens=r.max_new_tokens, temperature=temp,
                                      top_p=config.top_p, stop=r.stop, seed=r.seed, meta=r.meta,
                                      no_repeat_ngram=config.no_repeat_ngram) for _, r in rows]
             t0 = time.perf_counter()

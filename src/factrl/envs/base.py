@@ -10,18 +10,23 @@ role's latest context. Such an environment declares ``segment_budget`` — role 
 fresh contexts of that role one episode opens — so a trainer can size its batches
 (:func:`factrl.train.rollout_adapter.contexts_per_trajectory`); one that opens none
 needs no such attribute.
+
+An environment may also declare ``sampling`` — role → :class:`RoleSampling` — to run a
+role at its own temperature or token limits instead of the rollout's (HARIS's released
+code samples its reasoner at 0.1 and its search agent at 1.0, 2,048 tokens a turn); one
+that declares none runs every role with the rollout's settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from factrl.registry import Registry
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY"]
+__all__ = ["Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling", "role_sampling", "check_trained_temperatures"]
 
 POLICY = "policy"  # the role whose opening context a trainer optimises
 
@@ -35,6 +40,42 @@ class Switch:
     role: str = POLICY
     messages: list[Message] | None = None
     stop: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RoleSampling:
+    """How one role generates, where it departs from the rollout's settings: ``None``
+    keeps the rollout's ``temperature``, per-turn ``max_new_tokens`` or per-context
+    ``max_context_tokens`` (model and observation tokens after the context's prompt)."""
+
+    temperature: float | None = None
+    max_new_tokens: int | None = None
+    max_context_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        for name in ("max_new_tokens", "max_context_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def role_sampling(env: object, role: str) -> RoleSampling:
+    """The sampling ``env`` declares for ``role`` (the rollout's settings when none)."""
+    return (getattr(env, "sampling", None) or {}).get(role) or RoleSampling()
+
+
+def check_trained_temperatures(env: object, roles: Collection[str], temperature: float) -> None:
+    """A trainer recomputes the policy's logprobs at the run's temperature: an environment
+    that samples a trained role (the opening context's, or one of ``roles``) at another
+    would train on logprobs of a distribution it did not sample from, so it is refused."""
+    for role in (POLICY, *sorted(roles)):
+        own = role_sampling(env, role).temperature
+        if own is not None and own != temperature:
+            raise ValueError(f"the environment samples the trained role {role!r} at temperature {own}, the run at "
+                             f"{temperature}: set the environment's temperature for that role to None or "
+                             f"{temperature}")
 
 
 @dataclass

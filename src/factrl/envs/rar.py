@@ -7,6 +7,10 @@ result carries the response (a reasoning model's ``<think>`` block removed) in
 ``meta["response"]``, its kind, and for short-form questions whether it abstained and,
 when gold answers are given, whether it was correct (string match, §4.1). Scored by the
 ``rar`` reward (a verifier reads evidence, prompt and response).
+
+``convention="released"`` reads the response as the authors' released evaluation does
+(``<answer>`` block, else after ``</think>``; :func:`~factrl.metrics.rar_eval_released.final_answer`)
+and lets only an answer that is wholly "I don't know" abstain.
 """
 
 from __future__ import annotations
@@ -23,9 +27,13 @@ SHORT_FORM_INSTRUCTION = ("Answer the question briefly. If you are not sure of t
                           'answer exactly "I don\'t know".')
 
 
-def response_of(model_text: str) -> str:
+def response_of(model_text: str, convention: str = "paper") -> str:
     """The response a verifier and the metrics read: the model text without a reasoning
-    trace."""
+    trace (``released``: as the released evaluation extracts it)."""
+    if convention == "released":
+        from factrl.metrics.rar_eval_released import final_answer
+
+        return final_answer(model_text)
     from factrl.rewards.rar_verifier import strip_think
 
     return strip_think(model_text)
@@ -39,8 +47,10 @@ class RarEnv:
     max_turns = 1
     default_reward = "rar"
 
-    def __init__(self, *, short_form_instruction: str = SHORT_FORM_INSTRUCTION) -> None:
-        self.short_form_instruction = short_form_instruction
+    def __init__(self, *, short_form_instruction: str = SHORT_FORM_INSTRUCTION, convention: str = "paper") -> None:
+        if convention not in ("paper", "released"):
+            raise ValueError(f"convention must be 'paper' or 'released', got {convention!r}")
+        self.short_form_instruction, self.convention = short_form_instruction, convention
         self._claim: Claim | None = None
         self._text: str | None = None
 
@@ -62,25 +72,29 @@ class RarEnv:
     def result(self) -> EpisodeResult:
         if self._text is None or self._claim is None:
             raise RuntimeError("result() before reset()")
-        return EpisodeResult(verdict=self.parse_verdict(self._text), meta=response_meta(self._claim, self._text))
+        return EpisodeResult(verdict=self.parse_verdict(self._text),
+                             meta=response_meta(self._claim, self._text, convention=self.convention))
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """No label: a response is "answered" when it says anything after its reasoning."""
-        if response_of(model_text):
+        if response_of(model_text, self.convention).strip():
             return Verdict(label=None, format_ok=True, answered=True)
         return Verdict(label=None, format_ok=False, format_errors=["no answer: empty response"], answered=False)
 
 
-def response_meta(claim: Claim, model_text: str) -> dict[str, Any]:
+def response_meta(claim: Claim, model_text: str, *, convention: str = "paper") -> dict[str, Any]:
     """``response``, ``kind`` and, for short-form prompts, ``abstained`` and ``correct``
     (None without gold answers)."""
     from factrl.metrics.hallucination import is_abstention, matches_gold
+    from factrl.metrics.rar_eval_released import is_sole_abstention
 
-    response = response_of(model_text)
+    response = response_of(model_text, convention)
     kind = claim.meta.get("kind", "long")
     meta: dict[str, Any] = {"response": response, "kind": kind}
+    if convention == "released":
+        meta["convention"] = "released"
     if kind == "short":
-        abstained = is_abstention(response)
+        abstained = is_sole_abstention(response) if convention == "released" else is_abstention(response)
         answers = list(claim.meta.get("answers") or [])
         meta["abstained"] = abstained
         meta["correct"] = (not abstained and matches_gold(response, answers)) if answers else None
@@ -90,6 +104,6 @@ def response_meta(claim: Claim, model_text: str) -> dict[str, Any]:
 @ENVS.register("rar")
 def make_rar(deps: EnvDeps | None = None, **params: Any) -> RarEnv:
     """Parameters: ``short_form_instruction`` (text added to short-form questions; "" for
-    none). ``deps`` is not used."""
+    none), ``convention`` (``paper`` | ``released``). ``deps`` is not used."""
     del deps
     return RarEnv(**params)

@@ -18,6 +18,14 @@ prompt: response, reward, claims with their judgements, or the short-form outcom
 ``judge_max_new_tokens``, and the evidence each claim is judged against:
 ``evidence_k`` chunks (default 10) of ``evidence_chunk_words`` words (default 100) — the
 paper's evaluation setting (App. B.1), not the reward's 8 chunks of 512 tokens.
+
+``convention=released`` scores as the authors' released evaluation instead
+(:mod:`factrl.metrics.rar_eval_released`: its prompts, a code fence anywhere, 100-word
+windows searched with rank_bm25's Okapi, only an exact "supported" counts, one verdict
+per distinct claim; short-form answers abstain only when wholly "I don't know");
+``thinking`` (default false) then says whether the judge may think (false: each reply
+opens after an empty reasoning block, as the released calls disable Qwen3's thinking;
+true for a model behind an API that takes no partial reply).
 """
 
 from __future__ import annotations
@@ -42,7 +50,9 @@ DETAIL_FILE = "hallucination_per_prompt.jsonl"
 Retrieve = Callable[[Trajectory, str], Sequence[str | Passage]]
 EXTRACT_MODES = ("lm", "sentences")
 JUDGE_MODES = ("generate", "choice")
-_PARAMS = ("extract", "judge", "extract_max_new_tokens", "judge_max_new_tokens", "evidence_k", "evidence_chunk_words")
+_PARAMS = ("extract", "judge", "extract_max_new_tokens", "judge_max_new_tokens", "evidence_k", "evidence_chunk_words",
+           "convention", "thinking")
+CONVENTIONS = ("paper", "released")
 EVIDENCE_K = 10  # App. B.1: "retrieve the top 10 evidence chunks (100 words each) for each claim"
 EVIDENCE_CHUNK_WORDS = 100
 
@@ -157,6 +167,15 @@ def _options(params: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(f"unknown rar metric parameter(s) {', '.join(unknown)}; known: {', '.join(_PARAMS)}")
     out: dict[str, Any] = {"extract": str(params.get("extract", "lm")), "judge_mode": str(params.get("judge", "generate"))}
     _check_modes(out["extract"], out["judge_mode"])
+    out["convention"] = str(params.get("convention", "paper"))
+    if out["convention"] not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {out['convention']!r}")
+    if out["convention"] == "released" and ("extract" in params or "judge" in params):
+        raise ValueError("the released convention extracts and judges with an LM as released (no extract/judge modes)")
+    if "thinking" in params:
+        if out["convention"] != "released" or not isinstance(params["thinking"], bool):
+            raise ValueError(f"thinking (true or false) applies to convention=released only, got {params['thinking']!r}")
+    out["thinking"] = bool(params.get("thinking", False))
     for key, name in (("extract_max_new_tokens", "extract_config"), ("judge_max_new_tokens", "judge_config")):
         if key in params:
             out[name] = GenerationConfig(max_new_tokens=_positive(params, key), temperature=0.0)
@@ -182,17 +201,64 @@ def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms:
     lm = lms.get("judge") or lms["policy"]
     options = _options(params)
     k, words = options.pop("evidence_k"), options.pop("evidence_chunk_words")
+    convention, thinking = options.pop("convention"), options.pop("thinking")
+    if convention == "released":
+        summary, per_prompt = _released(trajectories, lm, reward, k=k, words=words, thinking=thinking,
+                                        configs=(options.get("extract_config"), options.get("judge_config")))
+        return _write(Path(out_dir), summary, per_prompt)
     source = getattr(reward, "with_evidence", None)
     if source is None:
         raise ValueError(f"reward {getattr(reward, 'name', reward)!r} has no evidence source for the judge; use --reward rar")
     summary, per_prompt = rar_hallucination(trajectories, lm, source(k=k, chunk_tokens=words).evidence, **options)
     summary["evidence"] = {"k": k, "chunk_words": words}
-    out_dir = Path(out_dir)
+    return _write(Path(out_dir), summary, per_prompt)
+
+
+def _write(out_dir: Path, summary: dict[str, Any], per_prompt: list[dict[str, Any]]) -> dict[str, Any]:
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     with (out_dir / DETAIL_FILE).open("w", encoding="utf-8") as fh:
         for row in per_prompt:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     return summary
+
+
+def _released(trajectories: Sequence[Trajectory], lm: LM, reward: Any, *, k: int, words: int, thinking: bool,
+              configs: tuple[GenerationConfig | None, GenerationConfig | None]) -> tuple[dict[str, Any], list[dict]]:
+    """The released evaluation's summary and rows (module doc)."""
+    from factrl.metrics.hallucination import matches_gold
+    from factrl.metrics.rar_eval_released import final_answer, is_sole_abstention, long_form_released
+
+    documents = getattr(reward, "documents", None)
+    if documents is None:
+        raise ValueError(f"reward {getattr(reward, 'name', reward)!r} holds no prompt documents for the judge; "
+                         "use --reward rar")
+    trajs = list(trajectories)
+    long_ = [t for t in trajs if t.meta.get("kind", t.claim.meta.get("kind", "long")) != "short"]
+    short = [t for t in trajs if t not in long_]
+    lf, per_long = long_form_released(long_, lm, lambda t: documents(t.claim), k=k, chunk_words=words,
+                                      extract_config=configs[0], judge_config=configs[1], thinking=thinking)
+    answers, no_gold, rows = [], 0, {r["id"]: r for r in per_long}
+    for t in short:
+        response = str(t.meta.get("response", final_answer(t.model_text)))
+        abstained = is_sole_abstention(response)
+        gold = list(t.claim.meta.get("answers") or [])
+        correct = (not abstained and matches_gold(response, gold)) if gold else None
+        rows[t.claim_id] = {"id": t.claim_id, "abstained": abstained, "correct": correct, "answers": gold}
+        if t.error is not None or correct is None and not abstained:
+            no_gold += 1
+            continue
+        answers.append(ShortFormAnswer(response, abstained, bool(correct)))
+    rewards = [t.reward.total for t in trajs if t.reward.components]
+    summary = {"n": len(trajs), "n_long": len(long_), "n_short": len(short), "convention": "released",
+               "long_form": lf, "short_form": short_form_hallucination(answers).to_dict(),
+               "short_form_without_answers": no_gold, "evidence": {"k": k, "chunk_words": words},
+               "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+               "verifier_failures": int(sum(t.reward.components.get("verifier_failed", 0.0) for t in trajs)),
+               "episode_errors": sum(t.error is not None for t in trajs)}
+    per_prompt = [{"kind": "long" if t in long_ else "short", "prompt": t.claim.text, "response": _response(t),
+                   "reward": t.reward.components or None, "error": t.error, **rows.get(t.claim_id, {"id": t.claim_id})}
+                  for t in trajs]
+    return summary, per_prompt
 
 
 

@@ -19,6 +19,7 @@ __all__ = ["RUN_METRICS", "RUN_METRIC_PARAMS", "check_metric_params"]
 
 RUN_METRICS: Registry[Callable[..., dict[str, Any]]] = Registry("run metrics")
 RUN_METRICS.register_lazy("rar", "factrl.metrics.rar_eval")
+RUN_METRICS.register_lazy("haris", "factrl.metrics.haris_eval")
 RUN_METRIC_PARAMS: Registry[Callable[..., Any]] = Registry("run metric parameters")
 RUN_METRIC_PARAMS.register_lazy("rar", "factrl.metrics.rar_eval")
 

@@ -27,6 +27,10 @@ Training data (App. C): prompts with fewer than ``min_documents`` (3) pre-cached
 documents are discarded (:meth:`RarReward.training_claims`, applied by the GRPO trainer).
 The hallucination evaluation searches with its own depth and chunking
 (:meth:`RarReward.with_evidence`; App. B.1: top-10 chunks of 100 words).
+
+``convention = "released"`` computes the reward as the authors' released code does
+instead (:mod:`factrl.rewards.rar_released`: the response alone as the query, rank_bm25
+Okapi over token windows, the released prompt, thinking off, ``json.loads`` or 0).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from factrl.types import Claim, Passage, RewardBreakdown, Trajectory
 __all__ = ["RarReward", "NoEvidenceError", "PARSE_FAILURE_POLICIES"]
 
 PARSE_FAILURE_POLICIES = ("group_mean", "zero", "one")
+CONVENTIONS = ("paper", "released")
 
 
 class NoEvidenceError(ValueError):
@@ -52,6 +57,8 @@ class NoEvidenceError(ValueError):
 @dataclass
 class _Cache:
     pools: Any = None  # EvidencePools, built on first use
+    codec: Any = None  # released: the tokenizer that cuts documents
+    released: dict[str, Any] = field(default_factory=dict)  # released: claim id → ReleasedEvidence
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,15 @@ class RarReward:
     chunk_tokens: int = 512
     pools: str | None = None
     on_parse_failure: str = "group_mean"
-    max_new_tokens: int = 1024
+    max_new_tokens: int | None = None  # the verifier's; None: 1,024 (paper), 512 (released)
     mode: str = "generate"  # or "choice": score the two answers instead of sampling (binary only)
     margin: float = 0.0  # choice mode: SCORE 1 needs logprob(1) - logprob(0) >= margin
     nonstop_penalty: bool = True  # a response cut at the budget (no EOS) scores 0 (App. A.5)
     min_documents: int = 3  # training prompts need this many cached documents (App. C)
+    convention: str = "paper"  # or "released": the authors' released code (rar_released)
+    chunk_tokenizer: str | None = None  # released: what cuts documents (default: the verifier's tokenizer)
+    verifier_temperature: float | None = None  # None: 0 (paper, greedy), 1.0 (released, tinker's default)
+    verifier_thinking: bool | None = None  # None: allowed (paper), disabled (released)
     name: str = "rar"
     verifier: Any = field(default=None, repr=False, compare=False)
     retriever: Any = field(default=None, repr=False, compare=False)
@@ -84,6 +95,14 @@ class RarReward:
             raise ValueError(f"margin applies to mode='choice' only (mode is {self.mode!r})")
         if self.min_documents < 0:
             raise ValueError(f"min_documents must be >= 0, got {self.min_documents}")
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {self.convention!r}")
+        if self.convention == "released" and (self.rating or self.mode != "generate"):
+            raise ValueError("the released convention is the binary reward, generated (no rating, no choice mode)")
+        if self.convention == "paper" and (self.chunk_tokenizer is not None or self.verifier_thinking is not None):
+            raise ValueError("chunk_tokenizer and verifier_thinking apply to the released convention only")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
 
     @property
     def components(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -116,6 +135,32 @@ class RarReward:
         raise NoEvidenceError(f"prompt {cid!r} has no documents to verify against ({where}, the prompt has no "
                               "'documents', and the reward has no retriever)")
 
+    def documents(self, claim: Claim) -> list[dict[str, str]]:
+        """The prompt's cached documents as ``{"title", "text"}`` (a pools file's, else
+        its own); a NoEvidenceError when it has none."""
+        pools = self._pools()
+        if claim.id in pools:
+            return [{"title": d.title, "text": d.text} for d in pools.documents(claim.id)]
+        own = claim.meta.get("documents") or []
+        if not own:
+            where = f"the pools file {self.pools}" if self.pools else "no pools file was given"
+            raise NoEvidenceError(f"prompt {claim.id!r} has no documents to verify against ({where}, and the "
+                                  "prompt has no 'documents'; the released convention searches only those)")
+        return [{"title": str(d.get("title") or ""), "text": str(d.get("text") or "")} for d in own]
+
+    def released_evidence(self, traj: Trajectory) -> Any:
+        """The released convention's chunks and index of the prompt's documents, built
+        on first use with the verifier's tokenizer (or ``chunk_tokenizer``)."""
+        from factrl.rewards.rar_released import ReleasedEvidence, load_chunk_codec, released_chunks
+
+        cid = traj.claim.id
+        if cid not in self._cache.released:
+            if self._cache.codec is None:
+                self._cache.codec = load_chunk_codec(self.chunk_tokenizer, self.verifier)
+            chunks = released_chunks(self.documents(traj.claim), self._cache.codec, self.chunk_tokens)
+            self._cache.released[cid] = ReleasedEvidence(chunks)
+        return self._cache.released[cid]
+
     def with_evidence(self, *, k: int, chunk_tokens: int) -> RarReward:
         """This reward searching the same documents for the top ``k`` chunks of
         ``chunk_tokens`` words (pools of its own): the evaluation's evidence (App. B.1:
@@ -137,9 +182,11 @@ class RarReward:
         """The prompts with at least ``min_documents`` documents (App. C: "instances with
         fewer than three retrieved documents are discarded"), in order; a ValueError when
         none is left."""
-        kept = [c for c in claims if (n := self.document_count(c)) is None or n >= self.min_documents]
+        # the released code skips only prompts with no documents
+        least = 1 if self.convention == "released" else self.min_documents
+        kept = [c for c in claims if (n := self.document_count(c)) is None or n >= least]
         if claims and not kept:
-            raise ValueError(f"no training prompt has at least {self.min_documents} documents "
+            raise ValueError(f"no training prompt has at least {least} documents "
                              f"({len(claims)} prompts; lower reward.params.min_documents to keep them)")
         return kept
 
@@ -161,7 +208,8 @@ class RarReward:
             outs = verify_by_choice(self.verifier, *rows, margin=self.margin)
         else:
             outs = verify(self.verifier, *rows, rating=self.rating,
-                          config=GenerationConfig(max_new_tokens=self.max_new_tokens, temperature=0.0))
+                          config=GenerationConfig(max_new_tokens=self.max_new_tokens or 1024,
+                                                  temperature=self.verifier_temperature or 0.0))
         result: list[VerifierOutput | None] = [None] * len(trajectories)
         for (i, _, _), out in zip(todo, outs):
             result[i] = out
@@ -176,6 +224,10 @@ class RarReward:
 
     def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
         trajs = list(trajectories)
+        if self.convention == "released":
+            from factrl.rewards.rar_released import score_released
+
+            return score_released(self, trajs)
         outs = self.verify_trajectories(trajs) if trajs else []
         top = 10.0 if self.rating else 1.0
         key = self.components[0]
@@ -219,7 +271,10 @@ class RarReward:
         the two answers instead, for small verifiers), ``margin`` (choice mode: the
         logprob margin the "no contradiction" answer needs, a calibration for verifiers
         that prefer it everywhere), ``nonstop_penalty`` (a response cut at the budget
-        scores 0), ``min_documents`` (training prompts need that many documents);
+        scores 0), ``min_documents`` (training prompts need that many documents),
+        ``convention`` (``paper`` | ``released``), ``chunk_tokenizer``,
+        ``verifier_temperature``, ``verifier_thinking`` (the verifier call's settings, each
+        defaulting to its convention's);
         ``deps.lms["verifier"]`` is the verifier, ``deps.retriever`` a fallback evidence
         source."""
         extra: dict[str, Any] = {}
@@ -229,7 +284,8 @@ class RarReward:
             if deps.retriever is not None:
                 extra["retriever"] = deps.retriever
         unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode", "margin",
-                                 "nonstop_penalty", "min_documents"}
+                                 "nonstop_penalty", "min_documents", "convention", "chunk_tokenizer",
+                                 "verifier_temperature", "verifier_thinking"}
         if unknown:
             raise TypeError(f"unknown parameter(s) {sorted(unknown)}")
         return replace(self, **dict(params), **extra, _cache=_Cache())

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from factrl.datasets.prepare import prepare_splits
+from factrl.envs.base import check_trained_temperatures
 from factrl.lm.loader import resolve_model_path
 from factrl.rollout import RolloutConfig
 from factrl.train.config import GRPORunConfig, grpo_args, training_precision
@@ -111,6 +112,7 @@ def train_grpo(
     # every context the policy generates in is a completion of its own (ProFact's searches)
     probe = make_env()
     rows, roles = contexts_per_trajectory(probe, lms), trained_roles(probe, lms)
+    check_trained_temperatures(probe, roles, r.temperature)  # TRL recomputes logprobs at it
     rollout = EnvRollout(
         by_key,
         make_env,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from factrl.envs.base import ENVS, POLICY, EpisodeResult, StepResult, Switch
+from factrl.envs.base import ENVS, POLICY, Env, EpisodeResult, StepResult, Switch
 from factrl.envs.haris import prompts
 from factrl.envs.haris.protocol import TurnAction, TurnParser, budgeted_verdict, parse_turns
 from factrl.envs.haris.searcher import SEARCHER_STOP, SearcherConfig, SearchSession, result_block, searcher_messages
@@ -24,7 +24,7 @@ from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["HarisConfig", "HarisEnv", "SEARCHER", "parse_reasoner_text"]
+__all__ = ["CONVENTIONS", "HarisConfig", "HarisEnv", "SEARCHER", "check_convention", "parse_reasoner_text"]
 
 SEARCHER = "searcher"  # the role of the search agent's contexts
 _ACTIONS = ("question", "verification")
@@ -145,8 +145,24 @@ class HarisEnv:
         return parse_reasoner_text(model_text, self.config.max_questions)
 
 
+CONVENTIONS = ("paper", "released")
+
+
+def check_convention(convention: object) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
+    return str(convention)
+
+
 @ENVS.register("haris")
-def make_haris(deps: EnvDeps | None = None, **params: object) -> HarisEnv:
-    """``params`` are :class:`HarisConfig` fields (``max_questions``, ``max_searches``, ``top_k``, ...)."""
+def make_haris(deps: EnvDeps | None = None, *, convention: str = "paper", **params: object) -> Env:
+    """``convention="paper"`` (default): ``params`` are :class:`HarisConfig` fields
+    (``max_questions``, ``max_searches``, ``top_k``, ...); ``"released"``: the authors'
+    released code (:mod:`factrl.envs.haris.released`), ``params`` are its
+    :class:`~factrl.envs.haris.released.ReleasedConfig` fields (``max_turns``, ``reruns``, ...)."""
     deps = deps or EnvDeps()
+    if check_convention(convention) == "released":
+        from factrl.envs.haris.released import ReleasedConfig, ReleasedHarisEnv
+
+        return ReleasedHarisEnv(deps.retriever, ReleasedConfig(**params))  # type: ignore[arg-type]
     return HarisEnv(deps.retriever, HarisConfig(**params))  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.base import ENVS, Env, EpisodeResult, StepResult
 from factrl.envs.haris import prompts
 from factrl.envs.haris.protocol import TurnAction, TurnParser, parse_turns
 from factrl.envs.spec import EnvDeps
@@ -169,7 +169,15 @@ class HarisSearcherEnv:
 
 
 @ENVS.register("haris_searcher")
-def make_haris_searcher(deps: EnvDeps | None = None, **params: object) -> HarisSearcherEnv:
-    """``params`` are :class:`SearcherConfig` fields (``max_searches``, ``top_k``, ...)."""
+def make_haris_searcher(deps: EnvDeps | None = None, *, convention: str = "paper", **params: object) -> Env:
+    """``convention="paper"`` (default): ``params`` are :class:`SearcherConfig` fields
+    (``max_searches``, ``top_k``, ...); ``"released"``: ``host_low.py``'s search agent,
+    ``params`` are :class:`~factrl.envs.haris.released.ReleasedConfig` fields."""
+    from factrl.envs.haris.reasoner import check_convention
+
     deps = deps or EnvDeps()
+    if check_convention(convention) == "released":
+        from factrl.envs.haris.released import ReleasedConfig, ReleasedSearcherEnv
+
+        return ReleasedSearcherEnv(deps.retriever, ReleasedConfig(**params))  # type: ignore[arg-type]
     return HarisSearcherEnv(deps.retriever, SearcherConfig(**params))  # type: ignore[arg-type]

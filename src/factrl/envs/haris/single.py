@@ -94,7 +94,11 @@ class HarisSingleEnv:
 
 
 @ENVS.register("haris_single")
-def make_haris_single(deps: EnvDeps | None = None, **params: object) -> HarisSingleEnv:
-    """``params`` are :class:`SingleConfig` fields (``max_searches``, ``top_k``, ...)."""
+def make_haris_single(deps: EnvDeps | None = None, *, convention: str = "paper", **params: object) -> HarisSingleEnv:
+    """``params`` are :class:`SingleConfig` fields (``max_searches``, ``top_k``, ...). Only
+    the paper's convention: the authors' released code has no single agent."""
+    if convention != "paper":
+        raise ValueError(f"haris_single has only the paper's convention (the released code has no single agent), "
+                         f"got {convention!r}")
     deps = deps or EnvDeps()
     return HarisSingleEnv(deps.retriever, SingleConfig(**params))  # type: ignore[arg-type]

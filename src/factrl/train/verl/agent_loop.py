@@ -30,6 +30,7 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from factrl.envs import ENVS, Env, EnvDeps, EnvSpec, build
+from factrl.envs.base import check_trained_temperatures
 from factrl.episode import GenerateRequest
 from factrl.train.verl.episode import Sampled, TokenBudget, agent_loop_fields, run_token_episode, shared_retriever
 from factrl.train.verl.export import claim_from_row, context_from_row
@@ -132,6 +133,9 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         where = f"sample index={kwargs.get('index')} data_source={kwargs.get('data_source')}"
         claim = claim_from_row(kwargs, where=where)
         env = self.make_env(kwargs, where=where)
+        if sampling_params.get("temperature") is not None:  # every model token of the episode is trained
+            check_trained_temperatures(env, list(getattr(env, "sampling", None) or {}),
+                                       float(sampling_params["temperature"]))
         request_id = uuid4().hex  # one id per trajectory: the server keeps its prefix cache
         raw_prompt = [dict(m) for m in kwargs.get("raw_prompt", [])]
         mismatch = False
@@ -154,6 +158,8 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         async def generate(request: GenerateRequest) -> Sampled:
             nonlocal preempted
             params = {**sampling_params, **stop_params(self.backend, request.stop), "max_tokens": request.max_new_tokens}
+            if request.temperature is not None:  # the role's own (the environment's RoleSampling)
+                params["temperature"] = request.temperature
             out = await self.server_manager.generate(request_id=request_id, prompt_ids=request.context,
                                                      sampling_params=params)
             preempted += int(out.num_preempted or 0)
