@@ -111,3 +111,18 @@ def test_rule_tokenize_splits_sentences_by_rule() -> None:
     assert punkt.rule_tokenize("It cost $5, didn't it?") == ["It", "cost", "$", "5", ",", "did", "n't", "it", "?"]
     assert punkt.rule_tokenize("at 10 p.m. Tuesday")[2:4] == ["p.m", "."]  # where it differs from Punkt
     assert punkt.rule_tokenize("") == []
+
+
+def test_punkt_first_does_not_stand_in_for_wordnet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tokenising first writes the Punkt folder; METEOR must still prepare WordNet after it.
+    _needs_package()
+    calls: list[int] = []
+    monkeypatch.setattr(m, "_wordnet_roots", [])
+    monkeypatch.setattr(m, "ensure_wordnet", lambda *a, **k: calls.append(1))
+    m._wordnet.cache_clear()
+    try:
+        punkt.ensure_punkt(data_dir=tmp_path)
+        m._wordnet()
+        assert calls == [1]
+    finally:
+        m._wordnet.cache_clear()

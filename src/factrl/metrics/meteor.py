@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from factrl.metrics.nltk_data import nltk_data_dir, prepared_root, put_first_on_path, write_if_changed
+from factrl.metrics.nltk_data import nltk_data_dir, put_first_on_path, write_if_changed
 from factrl.metrics.punkt import reset_tokenizer, tokenize, tokenizer_name
 
 __all__ = [
@@ -118,7 +118,13 @@ def ensure_wordnet(source: Path | None = None, data_dir: Path | None = None) -> 
         os.replace(tmp, dest)  # atomic: a concurrent reader sees the old or the new file
     write_if_changed(corpus / "lexnames", _lexnames_text())
     put_first_on_path(root)
+    _wordnet_roots.append(root)
     return root
+
+
+# The folders ensure_wordnet prepared in this process (Punkt may have prepared a folder
+# that holds no WordNet yet).
+_wordnet_roots: list[Path] = []
 
 
 # ---- METEOR ----------------------------------------------------------------------------
@@ -148,7 +154,7 @@ class _MemoWordNet:
 
 @lru_cache(maxsize=1)
 def _wordnet() -> _MemoWordNet:
-    if prepared_root() is None:  # a caller may have prepared another folder already
+    if not _wordnet_roots:  # a caller may have prepared another folder already
         ensure_wordnet()
     from nltk.corpus import wordnet
 
