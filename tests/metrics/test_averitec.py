@@ -100,6 +100,42 @@ def test_gold_comparison_strings_follow_the_official_scorer() -> None:
     ]  # fmt: skip
 
 
+def test_empty_or_missing_answers_follow_eval_py(tmp_path: Path) -> None:
+    # The shared task's rows: an empty, blank, null or missing answer is eval.py's
+    # question without answers.
+    row = {"claim_id": 0, "pred_label": "Refuted", "evidence": [
+        {"question": "Q1?", "answer": "A1"}, {"question": "Q2?", "answer": ""}, {"question": "Q3?", "answer": "  "},
+        {"question": "Q4?", "answer": None}, {"question": "Q5?"},
+    ]}  # fmt: skip
+    (p,) = av.load_predictions(_write(tmp_path, "p.json", [row]))
+    assert p.questions == ("Q1?", "Q2?", "Q3?", "Q4?", "Q5?")
+    assert p.qa_strings == ("Q1? A1",) + tuple(f"Q{i}? No answer could be found." for i in range(2, 6))
+    assert p.qa_pairs[:2] == (("Q1?", "A1"), ("Q2?", ""))
+    # eval.py's own rows are read as eval.py reads them: [] is "no answer", "" stays "Q? ".
+    evalpy = {"label": "Supported", "justification": "J.", "questions": [
+        {"question": "Q1?", "answers": [{"answer": "A"}, {"answer": "No", "answer_type": "Boolean",
+                                                         "boolean_explanation": "E"}]},
+        {"question": "Q2?", "answers": []}, {"question": "Q3?", "answers": [{"answer": ""}]},
+    ], "string_evidence": ["S."]}  # fmt: skip
+    (e,) = av.load_predictions(_write(tmp_path, "e.json", [evalpy]))
+    assert e.questions == ("Q1?", "Q2?", "Q3?") and e.justification == "J." and e.label is Label.SUPPORT
+    assert e.qa_strings == ("Q1? A", "Q1? No. E", "Q2? No answer could be found.", "Q3? ", "S.")
+    # Without questions, the Q-only items are the strings (string_evidence), as in eval.py.
+    (s,) = av.load_predictions(_write(tmp_path, "s.json", [{"label": "Refuted", "string_evidence": ["x", "y"]}]))
+    assert s.questions == s.qa_strings == ("x", "y")
+    assert av.predicted_justification(s) == "x y"
+
+
+@pytest.mark.parametrize("row", [
+    {"evidence": "not a list"}, {"evidence": ["not an object"]}, {"questions": [{"question": "q"}], "label": 1,
+                                                                   "string_evidence": 5},
+    {"questions": [{"question": "q", "answers": [{"no": "answer"}]}]}, "a string",
+])  # fmt: skip
+def test_unreadable_prediction_rows_are_clear_errors(tmp_path: Path, row: object) -> None:
+    with pytest.raises(ValueError, match=r"p.json: prediction 0: not a submission row"):
+        av.load_predictions(_write(tmp_path, "p.json", [row]))
+
+
 def _write(tmp: Path, name: str, data: object) -> Path:
     path = tmp / name
     path.write_text(json.dumps(data))

@@ -2,8 +2,9 @@
 evaluation summary (:func:`compute_metrics`), confidence calibration and the label
 confidence read off a trajectory (:func:`label_confidence`), Binary RAR's long- and
 short-form hallucination rates with LM claim extraction and judging, METEOR with offline
-WordNet (``factrl.metrics.meteor.meteor``) and the AVeriTeC scorer; nltk and scipy are
-imported only when a score is computed."""
+WordNet and ``nltk.word_tokenize`` with an offline Punkt model
+(``factrl.metrics.meteor.meteor``), the AVeriTeC scorer and its 2025 Ev2R judge; nltk and
+scipy are imported only when a score is computed."""
 
 from factrl.metrics.atomic_claims import ExtractedClaims, extract_atomic_claims, judge_claims, judge_responses
 from factrl.metrics.averitec import AveritecScores, best_matching_meteor, score_averitec
@@ -40,6 +41,7 @@ from factrl.metrics.hallucination import (
 )
 from factrl.metrics.label_confidence import label_confidence, label_token_logprobs
 from factrl.metrics.meteor import WordNetMissingError, ensure_wordnet
+from factrl.metrics.punkt import ensure_punkt
 from factrl.metrics.veri_r1 import ItemScore, compute_metrics, score_item
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "compute_metrics",
     "score_item",
     "ensure_wordnet",
+    "ensure_punkt",
     "WordNetMissingError",
     "best_matching_meteor",
     "score_averitec",

@@ -11,43 +11,58 @@ extra predictions cost nothing; the scorer bounds them by keeping only the first
 predicted items (:data:`MAX_QUESTIONS`). Empty P or empty G scores 0 (the official code
 would divide by zero on empty G). :func:`best_matching_meteor` is this score.
 
-**Strings compared** (as the official scorer builds them):
-
-- Q-only: predicted ``question`` texts (first 10) against the gold ``questions[].question``.
-- Q+A: predicted ``question + " " + answer`` (first 10) against one gold string per gold
-  answer, ``question + " " + answer``; a Boolean answer appends ``". " +
-  boolean_explanation``; a gold question without answers gives ``question + " No answer
-  could be found."``. No other text normalisation (METEOR itself lower-cases).
+**Strings compared** (:mod:`factrl.metrics.averitec_format`, as the official scorer builds
+them): Q-only compares the predicted questions (first 10) with the gold
+``questions[].question``; Q+A compares the predicted ``question + " " + answer`` strings
+(first 10; an empty or missing answer gives ``question + " No answer could be found."``,
+the official rendering of a question without answers) with one gold string per gold
+answer (Boolean answers add ``". " + boolean_explanation``; a gold question without
+answers gives ``question + " No answer could be found."``). No other text normalisation
+(METEOR itself lower-cases). Tokens are ``nltk.word_tokenize``'s
+(:mod:`factrl.metrics.punkt`).
 
 **Per claim and overall.** Q-only and Q+A are averaged over claims. Label accuracy
 compares the predicted label with the gold one (spellings normalised by
 :func:`factrl.labels.normalise_label`; an unknown spelling is wrong). The AVeriTeC score at
 cutoff λ is the share of claims whose label is correct AND whose Q+A score is strictly
 greater than λ (the official ``score > level``; the paper: "exceeds the cutoff"). λ = 0.25
-is the shared task's main score; 0.2 and 0.3 are reported beside it. Label macro-F1 is
-over the four AVeriTeC labels, as the 2023 scorer's ``f1_score(labels=verdicts)``.
+is the shared task's main score; 0.2 and 0.3 are reported beside it (``eval.py`` reports
+0.1, 0.2, 0.25, 0.3, 0.4, 0.5: :data:`OFFICIAL_CUTOFFS`). Label F1 per label and macro-F1
+are over the four AVeriTeC labels, as the 2023 scorer's ``f1_score(labels=verdicts)``.
+The justification score is METEOR of the predicted justification (else the first 10 Q+A
+strings joined by spaces) against the gold justification; at cutoff λ it counts only
+where the Q+A score exceeds λ (``eval.py``'s "Justification scores @ λ").
 
-Predictions are the shared task's submission format: a JSON list of ``{claim_id, claim,
-pred_label, evidence: [{question, answer, ...}]}``; gold is AVeriTeC's ``dev.json``, whose
-claims are identified by their position (``claim_id`` when present). Predictions are
-paired with gold claims by ``claim_id`` (by position when they carry none).
+Predictions are paired with gold claims by ``claim_id`` (by position when they carry
+none).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from factrl.labels import Label, UnknownLabelError, normalise_label
-from factrl.metrics.classification import macro_f1
+from factrl.labels import Label
+from factrl.metrics.averitec_format import (
+    NO_ANSWER,
+    AveritecGold,
+    AveritecPrediction,
+    comparison_strings,
+    gold_comparison_strings,
+    load_gold,
+    load_predictions,
+    prediction_from_record,
+)
+from factrl.metrics.classification import macro_f1, per_class_prf
 
 __all__ = [
     "MAX_QUESTIONS",
     "CUTOFFS",
+    "OFFICIAL_CUTOFFS",
     "MAIN_CUTOFF",
+    "NO_ANSWER",
+    "VERDICTS",
     "AveritecGold",
     "AveritecPrediction",
     "ClaimScore",
@@ -55,16 +70,24 @@ __all__ = [
     "best_matching_meteor",
     "matching_score",
     "gold_comparison_strings",
+    "comparison_strings",
+    "prediction_from_record",
+    "convention",
+    "predicted_justification",
     "load_gold",
     "load_predictions",
+    "pair_predictions",
     "score_claim",
     "score_averitec",
 ]
 
 MAX_QUESTIONS = 10
 CUTOFFS = (0.2, 0.25, 0.3)
+OFFICIAL_CUTOFFS = (0.1, 0.2, 0.25, 0.3, 0.4, 0.5)  # the levels eval.py prints
 MAIN_CUTOFF = 0.25
-NO_ANSWER = " No answer could be found."
+# The official label spellings, in eval.py's order.
+VERDICTS = {Label.SUPPORT: "Supported", Label.REFUTE: "Refuted", Label.NEI: "Not Enough Evidence",
+            Label.CONFLICTING: "Conflicting Evidence/Cherrypicking"}
 
 
 def matching_score(scores: Sequence[Sequence[float]], n_gold: int) -> float:
@@ -109,35 +132,6 @@ def best_matching_meteor(
 
 
 @dataclass(frozen=True)
-class AveritecGold:
-    """A gold claim: its label, questions, and Q+A comparison strings."""
-
-    claim_id: str
-    label: Label
-    questions: tuple[str, ...]
-    qa_strings: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class AveritecPrediction:
-    """A submission row: the raw label as written, its normalised form (None when the
-    spelling is unknown), and the (question, answer) evidence in order."""
-
-    claim_id: str | None
-    raw_label: str | None
-    label: Label | None
-    evidence: tuple[tuple[str, str], ...]
-
-    @property
-    def questions(self) -> list[str]:
-        return [q for q, _ in self.evidence]
-
-    @property
-    def qa_strings(self) -> list[str]:
-        return [f"{q} {a}" for q, a in self.evidence]
-
-
-@dataclass(frozen=True)
 class ClaimScore:
     claim_id: str
     q_only: float
@@ -145,6 +139,7 @@ class ClaimScore:
     label_correct: bool
     gold_label: str
     pred_label: str | None
+    justification: float | None = None  # None when gold has no justification
 
 
 @dataclass(frozen=True)
@@ -160,6 +155,9 @@ class AveritecScores:
     unknown_labels: int = 0
     missing: int = 0
     per_claim: list[ClaimScore] = field(default_factory=list)
+    label_f1: dict[str, float] = field(default_factory=dict)
+    justification: float | None = None
+    justification_at: dict[float, float | None] = field(default_factory=dict)
 
     @property
     def averitec_score(self) -> float | None:
@@ -176,11 +174,10 @@ class AveritecScores:
             "averitec_score": self.averitec_score,
             "averitec_score_at": {str(k): v for k, v in sorted(self.averitec.items())},
             "main_cutoff": MAIN_CUTOFF,
-            "convention": (
-                "Hungarian METEOR (nltk) summed over the matching / number of gold strings; "
-                f"first {MAX_QUESTIONS} predicted items; AVeriTeC score: label correct and "
-                "Q+A score > cutoff"
-            ),
+            "label_f1": dict(self.label_f1),
+            "justification_meteor": self.justification,
+            "justification_meteor_at": {str(k): v for k, v in sorted(self.justification_at.items())},
+            "convention": convention(),
             "unknown_labels": self.unknown_labels,
             "missing": self.missing,
         }
@@ -189,82 +186,36 @@ class AveritecScores:
         return out
 
 
-# ---- loading ---------------------------------------------------------------------------
+def convention() -> str:
+    """How the scores are computed, as recorded beside them (names the tokenizer in use)."""
+    from factrl.metrics.punkt import tokenizer_name
 
-
-def gold_comparison_strings(record: dict[str, Any]) -> list[str]:
-    """The official scorer's Q+A strings of a gold AVeriTeC record (see module doc)."""
-    out: list[str] = []
-    for q in record.get("questions") or []:
-        answers = q.get("answers") or []
-        if not isinstance(answers, list):
-            answers = [answers]
-        for a in answers:
-            text = f"{q['question']} {a['answer']}"
-            if a.get("answer_type") == "Boolean" and "boolean_explanation" in a:
-                text += ". " + a["boolean_explanation"]
-            out.append(text)
-        if not answers:
-            out.append(q["question"] + NO_ANSWER)
-    return out
-
-
-def _read_json_list(path: Path, what: str) -> list[Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of {what}, got {type(data).__name__}")
-    return data
-
-
-def load_gold(path: Path) -> list[AveritecGold]:
-    """Gold claims of an AVeriTeC file (``dev.json``); ids are positions unless given."""
-    out = []
-    for i, rec in enumerate(_read_json_list(path, "claims")):
-        try:
-            out.append(
-                AveritecGold(
-                    claim_id=str(rec.get("claim_id", i)),
-                    label=normalise_label(rec["label"]),
-                    questions=tuple(q["question"] for q in rec.get("questions") or []),
-                    qa_strings=tuple(gold_comparison_strings(rec)),
-                )
-            )
-        except (KeyError, TypeError, UnknownLabelError) as exc:
-            raise ValueError(f"{path}: claim {i}: not an AVeriTeC record ({exc!r})") from None
-    return out
-
-
-def _label(raw: Any) -> Label | None:
-    try:
-        return normalise_label(raw) if raw is not None else None
-    except UnknownLabelError:
-        return None
-
-
-def load_predictions(path: Path) -> list[AveritecPrediction]:
-    """Rows of a shared-task submission file (``pred_label``; ``label`` also accepted)."""
-    out = []
-    for i, rec in enumerate(_read_json_list(path, "predictions")):
-        try:
-            raw = rec.get("pred_label", rec.get("label"))
-            evidence = tuple(
-                (str(e.get("question") or ""), str(e.get("answer") or "")) for e in rec.get("evidence") or []
-            )
-            cid = rec.get("claim_id")
-            out.append(AveritecPrediction(None if cid is None else str(cid), raw, _label(raw), evidence))
-        except (AttributeError, TypeError) as exc:
-            raise ValueError(f"{path}: prediction {i}: not a submission row ({exc!r})") from None
-    return out
+    return (
+        f"Hungarian METEOR (nltk single_meteor_score; tokens: {tokenizer_name()}) summed over the "
+        f"matching / number of gold strings; first {MAX_QUESTIONS} predicted items; an evidence row "
+        f"with an empty or missing answer is 'QUESTION{NO_ANSWER}', as eval.py renders a question "
+        "without answers; AVeriTeC score: label correct and Q+A score > cutoff"
+    )
 
 
 # ---- scoring ---------------------------------------------------------------------------
 
 
-def score_claim(pred: AveritecPrediction, gold: AveritecGold) -> ClaimScore:
-    """Q-only and Q+A Hungarian METEOR and label correctness of one claim."""
+def predicted_justification(pred: AveritecPrediction) -> str:
+    """The prediction's justification, else its first 10 Q+A strings joined (eval.py)."""
+    if pred.justification is not None:
+        return pred.justification
+    return " ".join(pred.qa_strings[:MAX_QUESTIONS])
+
+
+def score_claim(pred: AveritecPrediction, gold: AveritecGold, *, justification: bool = True) -> ClaimScore:
+    """Q-only and Q+A Hungarian METEOR, label correctness and (when gold has one and
+    ``justification``) the justification METEOR of one claim."""
+    from factrl.metrics import meteor as mt
+
+    just = None
+    if justification and gold.justification is not None:
+        just = mt.meteor(predicted_justification(pred), gold.justification)
     return ClaimScore(
         claim_id=gold.claim_id,
         q_only=best_matching_meteor(pred.questions, gold.questions, max_pred=MAX_QUESTIONS),
@@ -272,12 +223,16 @@ def score_claim(pred: AveritecPrediction, gold: AveritecGold) -> ClaimScore:
         label_correct=pred.label is not None and pred.label == gold.label,
         gold_label=gold.label.value,
         pred_label=pred.label.value if pred.label is not None else None,
+        justification=just,
     )
 
 
-def _pair(
-    preds: Sequence[AveritecPrediction], golds: Sequence[AveritecGold], allow_missing: bool
+def pair_predictions(
+    preds: Sequence[AveritecPrediction], golds: Sequence[AveritecGold], allow_missing: bool = False
 ) -> tuple[list[tuple[AveritecPrediction, AveritecGold]], int]:
+    """``([(prediction, gold)] in gold order, number missing)``: by ``claim_id``, or by
+    position when no prediction has one; a gold claim without a prediction is an error
+    unless ``allow_missing`` (then it gets an empty, wrong prediction)."""
     if all(p.claim_id is None for p in preds):
         if len(preds) != len(golds) and not allow_missing:
             raise ValueError(f"{len(preds)} predictions without claim_id for {len(golds)} gold claims")
@@ -299,7 +254,7 @@ def _pair(
             f"{len(missing)} gold claims have no prediction (first: {missing[:5]}); "
             "allow_missing scores them as wrong with no evidence"
         )
-    empty = AveritecPrediction(None, None, None, ())
+    empty = AveritecPrediction(None, None, None)
     return [(by_id.get(g.claim_id, empty), g) for g in golds], len(missing)
 
 
@@ -313,23 +268,34 @@ def score_averitec(
     *,
     cutoffs: Sequence[float] = CUTOFFS,
     allow_missing: bool = False,
+    justification: bool = True,
 ) -> AveritecScores:
     """Every AVeriTeC score of ``preds`` against ``golds`` (see module doc). A gold claim
-    without a prediction is an error unless ``allow_missing`` (then: wrong, no evidence)."""
-    pairs, missing = _pair(preds, golds, allow_missing)
-    per_claim = [score_claim(p, g) for p, g in pairs]
+    without a prediction is an error unless ``allow_missing`` (then: wrong, no evidence).
+    ``justification=False`` skips the justification METEOR (one long pair per claim)."""
+    pairs, missing = pair_predictions(preds, golds, allow_missing)
+    per_claim = [score_claim(p, g, justification=justification) for p, g in pairs]
     gold_labels = [g.label for _, g in pairs]
     pred_labels = [p.label for p, _ in pairs]
+    just = [c.justification for c in per_claim if c.justification is not None]
+    just_ok = bool(per_claim) and len(just) == len(per_claim)
+    prf = per_class_prf(gold_labels, pred_labels, labels=list(VERDICTS)) if per_claim else {}
     return AveritecScores(
         n=len(per_claim),
         q_only=_mean([c.q_only for c in per_claim]),
         qa=_mean([c.qa for c in per_claim]),
         label_acc=_mean([float(c.label_correct) for c in per_claim]),
-        label_macro_f1=macro_f1(gold_labels, pred_labels, labels=list(Label)) if per_claim else None,
+        label_macro_f1=macro_f1(gold_labels, pred_labels, labels=list(VERDICTS)) if per_claim else None,
         averitec={
             float(lam): _mean([float(c.label_correct and c.qa > lam) for c in per_claim]) for lam in cutoffs
         },
         unknown_labels=sum(1 for p, _ in pairs if p.raw_label is not None and p.label is None),
         missing=missing,
         per_claim=per_claim,
+        label_f1={VERDICTS[label]: x.f1 for label, x in prf.items()},
+        justification=_mean(just) if just_ok else None,
+        justification_at={
+            float(lam): _mean([(c.justification or 0.0) if c.qa > lam else 0.0 for c in per_claim])
+            for lam in cutoffs
+        } if just_ok else {},
     )

@@ -5,7 +5,9 @@ A submission row is the shared task's ``{claim_id, claim, pred_label, evidence:
 [{question, answer}]}``. ``pred_label`` is the AVeriTeC spelling of the verdict's label
 (``null`` when the episode gave none: scored wrong); ``evidence`` lists the episode's
 question–answer pairs from ``meta["qa"]`` (ProFact), every question asked, with an empty
-answer where the search stage gave none; agents without such pairs submit no evidence.
+answer where the search stage gave none (scored as the official ``eval.py`` scores a
+question without answers: ``question + " No answer could be found."``); agents without
+such pairs submit no evidence.
 
 Gold comes from the claims themselves: the AVeriTeC loader keeps each claim's questions
 and answers in ``meta["questions"]``, from which :func:`gold_from_claim` builds exactly the
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from factrl.envs.profact.parse import AVERITEC_LABELS
-from factrl.metrics.averitec import AveritecGold, AveritecScores, gold_comparison_strings, load_predictions, score_averitec
+from factrl.metrics.averitec import AveritecScores, load_predictions, score_averitec
+from factrl.metrics.averitec_format import AveritecGold, comparison_strings, qa_pairs
 from factrl.types import Claim, Trajectory
 
 __all__ = [
@@ -55,14 +58,18 @@ def gold_questions(claim: Claim) -> list[str]:
 
 def gold_qa_strings(claim: Claim) -> list[str]:
     """The gold Q+A comparison strings, as the official scorer builds them."""
-    return gold_comparison_strings({"questions": claim.meta.get("questions") or []})
+    return comparison_strings({"questions": claim.meta.get("questions") or []})
 
 
 def gold_from_claim(claim: Claim) -> AveritecGold:
     if claim.label is None:
         raise ValueError(f"claim {claim.id!r} has no gold label")
+    just = claim.meta.get("justification")
     return AveritecGold(claim_id=claim.id, label=claim.label, questions=tuple(gold_questions(claim)),
-                        qa_strings=tuple(gold_qa_strings(claim)))
+                        qa_strings=tuple(gold_qa_strings(claim)),
+                        justification=just if isinstance(just, str) else None,
+                        qa_pairs=tuple(qa_pairs({"questions": claim.meta.get("questions") or []}, unanswered=False)),
+                        claim=claim.text)
 
 
 def submission_row(traj: Trajectory) -> dict[str, Any]:

