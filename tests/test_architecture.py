@@ -37,7 +37,10 @@ LAYERS: list[set[str]] = [
 INDEPENDENT: list[tuple[str, str]] = [("envs", "metrics")]
 # Old import paths kept as thin re-exports for code outside the package; nothing inside
 # ``src/factrl`` may import them.
-ALIASES: dict[str, str] = {}
+ALIASES: dict[str, str] = {
+    "factrl.envs.tags": "factrl.protocol.tags",
+    "factrl.envs.textparse": "factrl.protocol.text",
+}
 
 
 def _layer(comp: str) -> int:

@@ -114,7 +114,7 @@ def _trajectory(text: str, claim: Claim = CLAIM) -> Trajectory:
     """A finished episode whose model wrote ``text``, with the meta its environment
     would have filled from it (ProFact's questions and answers, Binary RAR's response),
     the report a HARIS search agent wrote (``text``)."""
-    from factrl.envs.profact.parse import parse_answer, parse_questions
+    from factrl.protocol.profact import parse_answer, parse_questions
     from factrl.envs.rar import response_meta
 
     answer = parse_answer(text).answer
@@ -214,10 +214,11 @@ def _metric_cases(tmp_dir: _TmpDirs) -> dict[str, Case]:
 
 
 def _function_cases() -> dict[str, Case]:
-    from factrl.envs import tags, textparse
     from factrl.envs.baselines import answer, decompose, react
-    from factrl.envs.haris import protocol, reasoner, single
-    from factrl.envs.profact import parse as profact
+    from factrl.envs.haris import reasoner, single
+    from factrl.protocol import haris as protocol
+    from factrl.protocol import profact, tags
+    from factrl.protocol import text as textparse
     from factrl.envs.veri_r1 import parse_verdict
     from factrl.metrics import atomic_claims, failures, hallucination
     from factrl.rewards import haris, rar_verifier

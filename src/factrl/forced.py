@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from factrl.envs.tags import parse_answer
+from factrl.protocol.tags import parse_answer
 from factrl.labels import Label
 from factrl.lm.base import GenerationConfig
 from factrl.types import Trajectory, Verdict

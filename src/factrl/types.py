@@ -135,7 +135,7 @@ class Hit:
 
 
 # Format errors that only the parse of an ``<answer>`` block's content produces
-# (factrl.envs.tags.parse_answer): their presence means an answer block was found.
+# (factrl.protocol.tags.parse_answer): their presence means an answer block was found.
 ANSWER_CONTENT_ERRORS = (
     "answer has no 'Label:' line",
     "unknown label ",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-from factrl.envs.haris.protocol import _BOXED, boxed_contents, parse_boxed
+from factrl.protocol.haris import _BOXED, boxed_contents, parse_boxed
 from factrl.labels import Label
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from factrl.envs import EnvDeps, EnvSpec, build
 from factrl.envs.haris import parse_reasoner_text
-from factrl.envs.haris.protocol import MAX_TURNS, TurnParser, split_turns
+from factrl.protocol.haris import MAX_TURNS, TurnParser, split_turns
 from factrl.envs.haris.single import parse_single_text
 from factrl.labels import Label
 

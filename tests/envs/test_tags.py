@@ -3,7 +3,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrl.envs.tags import MAX_TAGS, check_protocol, last_block, parse_answer, parse_evidence_ids, scan_blocks
+from factrl.protocol.tags import MAX_TAGS, check_protocol, last_block, parse_answer, parse_evidence_ids, scan_blocks
 from factrl.labels import Label
 
 ONLINE = dict(allowed=("plan", "search", "think", "answer"), first="plan", once=("plan",), max_counts={"search": 3})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from factrl.envs.tags import check_protocol, parse_answer
+from factrl.protocol.tags import check_protocol, parse_answer
 from factrl.envs.veri_r1 import parse_verdict
 from factrl.labels import Label
 from factrl.metrics import compute_metrics

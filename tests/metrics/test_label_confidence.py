@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from factrl.envs.tags import answer_label_span
+from factrl.protocol.tags import answer_label_span
 from factrl.lm.scripted import ScriptedLM
 from factrl.metrics.label_confidence import label_confidence, label_token_logprobs
 from factrl.types import Claim, Message, Trajectory, Turn

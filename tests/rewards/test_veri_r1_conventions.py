@@ -28,7 +28,7 @@ from factrl.rewards import (
     RewardSpec,
     veri_r1_authors_reward,
 )
-from factrl.rewards.veri_r1_authors import parse_authors
+from factrl.protocol.veri_r1_authors import parse_authors
 from factrl.rollout import run_episodes
 from factrl.train.verl.reward import compute_score, response_turns, strip_system_information
 from factrl.types import Claim, EvidenceRef, Passage, Trajectory, Verdict

@@ -1,6 +1,8 @@
 """Prompt templates, word for word from the papers' released prompts (Veri-R1 Figures 9
 and 10), so results stay comparable with the published numbers."""
 
+from factrl.protocol.notices import BUDGET_SPENT, BUDGET_SPENT_NOTICES  # noqa: F401 - part of this module's surface
+
 VERI_R1_ONLINE = """You are a claim-verification assistant. You MUST follow this protocol exactly:
 
 <plan>…</plan>
@@ -104,13 +106,6 @@ VERI_R1_PROMPTS = {
     "short": {"online": VERI_R1_ONLINE_SHORT, "offline": VERI_R1_OFFLINE_SHORT},
 }
 
-# Appended after the last allowed search's results (the paper: once the search budget is
-# spent the model must answer; as after every <information>, it reasons in <think> first).
-BUDGET_SPENT = "\n\nThe search budget is spent. Reason in <think>, then give your final <answer>.\n\n"
-# Every wording BUDGET_SPENT has had, so responses recorded with an earlier one are still
-# read as the system's text (factrl.train.verl.reward, factrl.rewards.veri_r1_authors).
-BUDGET_SPENT_NOTICES = (
-    BUDGET_SPENT,
-    "\n\nThe search budget is spent. Reason in <think> if needed, then give your final <answer>.\n\n",
-)
+# The notice after the last allowed search lives with the text protocol, which readers
+# of responses share (factrl.protocol.notices).
 OVER_BUDGET = "\n\n<information>\nNo searches left. Give your final <answer> now.\n</information>\n\n"

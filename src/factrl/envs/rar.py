@@ -9,7 +9,7 @@ when gold answers are given, whether it was correct (string match, §4.1). Score
 ``rar`` reward (a verifier reads evidence, prompt and response).
 
 ``convention="released"`` reads the response as the authors' released evaluation does
-(``<answer>`` block, else after ``</think>``; :func:`~factrl.metrics.rar_eval_released.final_answer`)
+(``<answer>`` block, else after ``</think>``; :func:`~factrl.protocol.rar.final_answer`)
 and lets only an answer that is wholly "I don't know" abstain.
 """
 
@@ -19,24 +19,13 @@ from typing import Any
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.spec import EnvDeps
+from factrl.protocol.rar import is_abstention, is_sole_abstention, matches_gold, response_of
 from factrl.types import Claim, Message, Verdict
 
 __all__ = ["RarEnv", "SHORT_FORM_INSTRUCTION", "response_of"]
 
 SHORT_FORM_INSTRUCTION = ("Answer the question briefly. If you are not sure of the answer, "
                           'answer exactly "I don\'t know".')
-
-
-def response_of(model_text: str, convention: str = "paper") -> str:
-    """The response a verifier and the metrics read: the model text without a reasoning
-    trace (``released``: as the released evaluation extracts it)."""
-    if convention == "released":
-        from factrl.metrics.rar_eval_released import final_answer
-
-        return final_answer(model_text)
-    from factrl.rewards.rar_verifier import strip_think
-
-    return strip_think(model_text)
 
 
 class RarEnv:
@@ -85,9 +74,6 @@ class RarEnv:
 def response_meta(claim: Claim, model_text: str, *, convention: str = "paper") -> dict[str, Any]:
     """``response``, ``kind`` and, for short-form prompts, ``abstained`` and ``correct``
     (None without gold answers)."""
-    from factrl.metrics.hallucination import is_abstention, matches_gold
-    from factrl.metrics.rar_eval_released import is_sole_abstention
-
     response = response_of(model_text, convention)
     kind = claim.meta.get("kind", "long")
     meta: dict[str, Any] = {"response": response, "kind": kind}

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from factrl.envs import prompts
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.spec import EnvDeps
-from factrl.envs.tags import check_protocol, last_block, parse_answer
+from factrl.protocol.tags import check_protocol, last_block, parse_answer
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, EvidenceRef, Hit, Message, Verdict
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "AGENT_ALIASES",
     "ADAPTER_FILE",
     "AGENT_NAME",
     "TARGET_MODULES",
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 AGENT_NAME = "factrl-agent"
+# Model names that load the shipped agent (factrl.lm.loader resolves them).
+AGENT_ALIASES = frozenset({"factrl-agent", "agent"})
 ADAPTER_FILE = "adapter_model.safetensors"
 CONFIG_FILE = "adapter_config.json"
 MANIFEST_FILE = "manifest.json"
@@ -84,8 +87,6 @@ def agent_params(model: str, agent: str, asset_dir: Path | None = None) -> dict[
     ``agent.params``, e.g. the short prompt) when ``model`` names it and ``agent`` is the
     environment it was trained for; ``{}`` otherwise. Callers use them as defaults, so an
     explicit ``--param`` still wins."""
-    from factrl.lm.loader import AGENT_ALIASES
-
     if not isinstance(model, str) or model.strip().lower() not in AGENT_ALIASES:
         return {}
     spec = agent_manifest(asset_dir).get("agent") or {}
@@ -98,8 +99,6 @@ def agent_context_sentences(model: str, agent: str, asset_dir: Path | None = Non
     """The offline context size (sentences of the cited documents) the shipped agent was
     trained with (its manifest's ``agent.context_sentences``) when ``model`` names it and
     ``agent`` is its environment; None otherwise."""
-    from factrl.lm.loader import AGENT_ALIASES
-
     if not isinstance(model, str) or model.strip().lower() not in AGENT_ALIASES:
         return None
     spec = agent_manifest(asset_dir).get("agent") or {}

@@ -24,13 +24,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from factrl.lm.agent import AGENT_ALIASES
 from factrl.lm.base import LM, LM_BACKENDS
 
 __all__ = ["AGENT_ALIASES", "EMBEDDED_ALIASES", "is_packaged", "REMOTE_PREFIXES", "LMLoadError", "load_lm", "remote_backend", "resolve_model",
            "resolve_model_path"]
 
 EMBEDDED_ALIASES = frozenset({"smollm2", "smollm2-base", "embedded"})
-AGENT_ALIASES = frozenset({"factrl-agent", "agent"})
 # "prefix:MODEL" names a model served behind an API; the prefix picks the backend.
 REMOTE_PREFIXES = {"openai": "openai"}
 

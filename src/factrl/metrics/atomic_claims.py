@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from factrl.corpus.sentences import split_sentences
-from factrl.envs.textparse import FENCE_OPEN
+from factrl.protocol.text import FENCE_OPEN
 from factrl.lm.base import LM, Generation, GenerationConfig, RowFailures
 from factrl.metrics.hallucination import JudgedClaim, ResponseClaims, Support
 from factrl.types import Message, Passage

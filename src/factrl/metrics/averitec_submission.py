@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from factrl.envs.profact.parse import AVERITEC_LABELS
+from factrl.protocol.profact import AVERITEC_LABELS
 from factrl.metrics.averitec import AveritecScores, load_predictions, score_averitec
 from factrl.metrics.averitec_format import AveritecGold, comparison_strings, qa_pairs
 from factrl.types import Claim, Trajectory

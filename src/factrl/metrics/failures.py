@@ -1,6 +1,6 @@
 """Why episodes failed: format failures by kind and episode errors by type.
 
-Format errors are the strings of :mod:`factrl.envs.tags` (``check_protocol``,
+Format errors are the strings of :mod:`factrl.protocol.tags` (``check_protocol``,
 ``parse_answer``) and of the baselines' plain-text parsers; they are classified by their
 stable prefixes, so rewording the rest of a message does not move it to another kind.
 Kinds (an episode counts once per kind):

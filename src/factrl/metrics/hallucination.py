@@ -42,12 +42,14 @@ prompt's "inconclusive"); :mod:`factrl.metrics.atomic_claims` does both steps.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Literal
+
+# Reading a short-form answer is the text protocol's (shared with the environment).
+from factrl.protocol.rar import ABSTENTION_PHRASES, is_abstention, matches_gold  # noqa: F401
+from factrl.protocol.rar import normalise_answer as _normalise  # noqa: F401
 
 __all__ = [
     "Support",
@@ -256,30 +258,4 @@ def short_form_hallucination(answers: Iterable[ShortFormAnswer]) -> ShortFormHal
     )
 
 
-# The paper instructs the model to write exactly this when unsure (§4.1).
-ABSTENTION_PHRASES = ("I don't know",)
-_PUNCT = re.compile(r"[^\w\s]")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
 
-
-def _normalise(text: str) -> str:
-    """Lower case, NFKC, curly quotes straightened, punctuation and articles dropped,
-    spaces collapsed (SQuAD-style)."""
-    text = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u2018", "'").lower()
-    text = _PUNCT.sub(" ", text.replace("'", ""))
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
-def is_abstention(answer: str, phrases: Sequence[str] = ABSTENTION_PHRASES) -> bool:
-    """True when ``answer`` contains one of ``phrases`` (string matching, §4.1; case,
-    punctuation and curly quotes ignored: "I DON'T KNOW." matches)."""
-    norm = f" {_normalise(answer)} "
-    return any(f" {_normalise(p)} " in norm for p in phrases if _normalise(p))
-
-
-def matches_gold(answer: str, gold_answers: Sequence[str]) -> bool:
-    """True when a gold answer (any alias) appears in ``answer`` as whole words after
-    normalisation: PopQA's usual string match. (The paper judged PopQA with an LM and
-    GPQA by the option letter; pass such judgements to :class:`ShortFormAnswer` instead.)"""
-    norm = f" {_normalise(answer)} "
-    return any(f" {g} " in norm for g in map(_normalise, gold_answers) if g)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from factrl.envs.haris.protocol import binary_gold
+from factrl.protocol.haris import binary_gold
 from factrl.labels import Label
 from factrl.metrics.run_metrics import RUN_METRICS
 from factrl.types import Trajectory

@@ -7,7 +7,7 @@ forward pass is needed:
 
 1. **The label** is found in the model's own text (observations excluded): the value after
    ``Label:`` in the last ``<answer>`` block, as the verdict parser reads it
-   (:func:`factrl.envs.tags.answer_label_span`).
+   (:func:`factrl.protocol.tags.answer_label_span`).
 2. **Tokens to characters.** Within the model turn holding it, token ``i`` covers the
    characters ``[len(decode(ids[:i])), len(decode(ids[:i+1])))``, decoded with the LM's
    own ``decode``. Prefixes, not single tokens, are decoded: a SentencePiece piece loses
@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from factrl.envs.tags import answer_label_span
+from factrl.protocol.tags import answer_label_span
 from factrl.types import Trajectory, Turn
 
 __all__ = ["label_confidence", "label_token_logprobs"]

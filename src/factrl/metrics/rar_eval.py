@@ -58,7 +58,7 @@ EVIDENCE_CHUNK_WORDS = 100
 
 
 def _response(t: Trajectory) -> str:
-    from factrl.envs.rar import response_of
+    from factrl.protocol.rar import response_of
 
     return str(t.meta.get("response", response_of(t.model_text)))
 
@@ -225,8 +225,8 @@ def _write(out_dir: Path, summary: dict[str, Any], per_prompt: list[dict[str, An
 def _released(trajectories: Sequence[Trajectory], lm: LM, reward: Any, *, k: int, words: int, thinking: bool,
               configs: tuple[GenerationConfig | None, GenerationConfig | None]) -> tuple[dict[str, Any], list[dict]]:
     """The released evaluation's summary and rows (module doc)."""
-    from factrl.metrics.hallucination import matches_gold
-    from factrl.metrics.rar_eval_released import final_answer, is_sole_abstention, long_form_released
+    from factrl.metrics.rar_eval_released import long_form_released
+    from factrl.protocol.rar import final_answer, is_sole_abstention, matches_gold
 
     documents = getattr(reward, "documents", None)
     if documents is None:

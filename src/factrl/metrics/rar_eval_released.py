@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from factrl.lm.base import LM, GenerationConfig
+from factrl.protocol.rar import final_answer, is_sole_abstention  # noqa: F401 - read as run_eval does
 from factrl.types import Message, Trajectory
 
 __all__ = ["EXTRACT_RELEASED", "JUDGE_RELEASED", "final_answer", "is_sole_abstention", "parse_claims_released",
@@ -105,35 +106,6 @@ EXTRACT_CONFIG = GenerationConfig(max_new_tokens=4096, temperature=0.0)
 JUDGE_CONFIG = GenerationConfig(max_new_tokens=10, temperature=1.0)
 
 
-def _between(text: str, opening: str, closing: str) -> str | None:
-    """``re.search(opening + "(.*?)" + closing, DOTALL)``'s group in linear time (None
-    when it does not match): the first ``closing`` after the first ``opening``."""
-    start = text.find(opening)
-    if start < 0:
-        return None
-    end = text.find(closing, start + len(opening))
-    return None if end < 0 else text[start + len(opening) : end]
-
-
-def final_answer(prediction: str) -> str:
-    """``run_eval.extract_final_answer``: the ``<answer>`` block, else the text after
-    ``</think>`` (both stripped), else the text without ``<|assistant|>`` tags, else
-    the text as it is."""
-    if (block := _between(prediction, "<answer>", "</answer>")) is not None:
-        return block.strip()
-    if (at := prediction.find("</think>")) >= 0:
-        return prediction[at + len("</think>"):].strip()
-    cleaned = prediction.replace("<|assistant|>", "")
-    return cleaned.strip() if cleaned != prediction else prediction
-
-
-def is_sole_abstention(answer: str) -> bool:
-    """The whole answer is "I don't know" (case, punctuation, curly quotes aside)."""
-    from factrl.metrics.hallucination import ABSTENTION_PHRASES, _normalise
-
-    return any(_normalise(answer) == _normalise(p) for p in ABSTENTION_PHRASES)
-
-
 def fenced(text: str) -> str | None:
     """The released extractor's ``re.search(r"```(?:json)?\\s*([\\s\\S]*?)\\s*```", text,
     re.I)`` group in linear time (the regex is quadratic on hostile input): after the
@@ -191,7 +163,7 @@ def judge_prompt(claim: str, passages: Sequence[str]) -> str:
 
 
 def _replies(lm: LM, prompts: Sequence[str], config: GenerationConfig, thinking: bool) -> list[str | None]:
-    from factrl.rewards.rar_released import complete_rows
+    from factrl.lm.rows import complete_rows
 
     gens = complete_rows(lm, [[Message(role="user", content=p)] for p in prompts], config, thinking=thinking)
     return [None if isinstance(g, BaseException) else g.text for g in gens]

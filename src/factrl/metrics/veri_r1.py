@@ -140,7 +140,7 @@ def score_authors_item(
     ``authors_code`` convention); with ``error`` set the text is ignored (no answer).
     The predicted label is None unless the code read one of the three canonical spellings
     (``SUPPORTS`` is never correct there)."""
-    from factrl.rewards.veri_r1_authors import authors_judge
+    from factrl.protocol.veri_r1_authors import authors_judge
 
     j = authors_judge("" if error else response, gold_label, gold_evidence)
     read = j.parse.label
@@ -204,7 +204,7 @@ def _score(i: int, it: _Item, convention: str) -> ItemScore:
     error = it.error is not None
     if convention == "paper":
         return score_item(it.claim.label, it.claim.evidence_ids, it.verdict, error=error, reward=it.reward)
-    from factrl.rewards.veri_r1 import trajectory_response
+    from factrl.protocol.veri_r1_authors import trajectory_response
 
     if it.traj is None:
         raise TypeError(

@@ -3,7 +3,7 @@
 - ``haris_high`` (the reasoning agent, and the single agent):
   R = 1 if the verdict is correct, 0.1 if wrong but well formed, 0 if malformed
   (an episode that ended in an error is malformed). Gold labels are read on the paper's
-  two-way scale (:func:`~factrl.envs.haris.protocol.binary_gold`: NOT ENOUGH INFO counts
+  two-way scale (:func:`~factrl.protocol.haris.binary_gold`: NOT ENOUGH INFO counts
   as Refute); a gold label with no binary reading (CONFLICTING) is refused with an error.
 - ``haris_low`` (the search agent): an LM judge reads the question, the pseudo-gold
   answer (``claim.meta["pseudo_answer"]``) and the agent's report and says whether the
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from factrl.envs.haris.protocol import binary_gold
+from factrl.protocol.haris import binary_gold
 from factrl.rewards.base import REWARDS, RewardDeps
 from factrl.types import Message, RewardBreakdown, Trajectory
 

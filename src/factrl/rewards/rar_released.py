@@ -38,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from factrl.lm.base import GenerationConfig, RowFailures
+from factrl.lm.base import GenerationConfig
+from factrl.lm.rows import NO_THINKING, complete_rows
 from factrl.types import Message, RewardBreakdown, Trajectory
 
 __all__ = ["VERIFIER_RELEASED", "NO_THINKING", "ChunkCodec", "ReleasedEvidence", "load_chunk_codec",
@@ -98,9 +99,6 @@ You must respond ONLY in a valid JSON format with exactly these two fields:
 
 Respond in JSON format. {{"REASONING": "[...]", "SCORE": "<your-score>"}}"""
 
-# What Qwen3's chat template (enable_thinking=False) and tinker's qwen3_disable_thinking
-# renderer put after the assistant header: the reply starts after an empty reasoning block.
-NO_THINKING = "<think>\n\n</think>\n\n"
 
 
 def released_content(text: str) -> str:
@@ -201,24 +199,6 @@ class ReleasedEvidence:
         from factrl.retrieval.okapi import top_indices
 
         return [self.chunks[i] for i in top_indices(self.index.get_scores(query.lower().split()), k)]
-
-
-def complete_rows(lm: Any, conversations: Sequence[Sequence[Message]], config: GenerationConfig, *,
-                  thinking: bool = False) -> list[Any]:
-    """One reply per conversation; without ``thinking``, after :data:`NO_THINKING`
-    (Qwen3's enable_thinking = False): the chat prompt's ids plus the empty reasoning
-    block, continued by ``generate``. A row that failed is its exception."""
-    suffix = [] if thinking else list(lm.encode(NO_THINKING))
-    prompts = [list(lm.chat_prompt_ids(list(c))) + suffix for c in conversations]
-    if not prompts:
-        return []
-    try:
-        gens: list[Any] = list(lm.generate(prompts, config))
-    except RowFailures as exc:
-        gens = [g if g is not None else (e or RuntimeError("no generation")) for g, e in zip(exc.generations, exc.errors)]
-    except Exception as exc:  # noqa: BLE001 - a backend down: every row failed, counted
-        gens = [exc] * len(prompts)
-    return gens
 
 
 def _nonstop(traj: Trajectory) -> bool:

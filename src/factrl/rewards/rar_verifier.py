@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from factrl.envs.textparse import code_fences, strip_think
+from factrl.protocol.text import code_fences, strip_think
 from factrl.lm.base import LM, Generation, GenerationConfig, RowFailures
 from factrl.types import Message, Passage
 

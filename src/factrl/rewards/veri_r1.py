@@ -26,7 +26,7 @@ authors' code share: every ``<information>`` is followed by ``<think>``.
   (``compute_reward`` of ``verl/utils/reward_score/claim_reward.py``) differ, with factrl's
   protocol checker (:func:`factrl.envs.veri_r1.parse_verdict`) for the format;
 - ``"authors_code"``: exactly the released code's totals and components, for reproducing
-  the paper's training runs (:mod:`factrl.rewards.veri_r1_authors`). It reads the whole
+  the paper's training runs (:mod:`factrl.protocol.veri_r1_authors`). It reads the whole
   response text (a trajectory's turns, observations included), not the parsed verdict.
 
 Where they differ (:data:`CONVENTION_DIFFERENCES`, keys in brackets; paper first):
@@ -66,6 +66,7 @@ from typing import Any, ClassVar, Literal
 
 from factrl.labels import Label, normalise_label
 from factrl.metrics.evidence import evidence_set
+from factrl.protocol.veri_r1_authors import trajectory_response
 from factrl.rewards.base import REWARDS, RewardDeps
 from factrl.types import RewardBreakdown, Trajectory, Verdict
 
@@ -248,7 +249,7 @@ def veri_r1_authors_reward(
     config: VeriR1RewardConfig = AUTHORS_CODE_CONFIG,
 ) -> RewardBreakdown:
     """Score one response text as the authors' released code does (the ``authors_code``
-    convention; :mod:`factrl.rewards.veri_r1_authors`). ``response`` is the model's text
+    convention; :mod:`factrl.protocol.veri_r1_authors`). ``response`` is the model's text
     with the observations the system inserted, as verl decodes it. Same components as
     :func:`veri_r1_reward`, plus the diagnostics ``label_correct``, ``evidence_cover``,
     ``verified`` and ``joint`` (0 or 1, outside the total)."""
@@ -256,7 +257,7 @@ def veri_r1_authors_reward(
         raise ValueError(f"veri_r1_authors_reward needs convention='authors_code', got {config.convention!r}")
     if gold_label is None:
         raise ValueError("veri_r1_authors_reward needs a gold label; got None")
-    from factrl.rewards.veri_r1_authors import authors_judge
+    from factrl.protocol.veri_r1_authors import authors_judge
 
     gold = normalise_label(gold_label)
     j = authors_judge(response, gold, gold_evidence)
@@ -266,22 +267,6 @@ def veri_r1_authors_reward(
     rb.components.update(label_correct=float(j.label_correct), evidence_cover=float(j.cover),
                          verified=float(j.verified), joint=float(j.joint))
     return rb
-
-
-def trajectory_response(traj: Trajectory) -> str:
-    """The response text of an episode as the authors' code reads it: every turn (model
-    text and observations) in order, factrl's budget notice removed; ``""`` for an episode
-    that ended in an error (scored as no answer, as under the paper convention)."""
-    from factrl.rewards.veri_r1_authors import authors_text
-
-    if traj.error:
-        return ""
-    if not traj.turns:
-        raise ValueError(
-            f"claim {traj.claim_id!r}: convention 'authors_code' scores the response text, and "
-            f"this trajectory records no turns"
-        )
-    return authors_text([(t.source, t.text) for t in traj.turns])
 
 
 def veri_r1_trajectory_reward(

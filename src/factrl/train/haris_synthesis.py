@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from factrl.envs.haris.protocol import binary_gold
+from factrl.protocol.haris import binary_gold
 from factrl.labels import Label
 from factrl.types import Claim, Message, Trajectory
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from factrl.datasets.averitec import answer_text, qa_evidence_id
-from factrl.envs.profact.parse import AVERITEC_LABELS
+from factrl.protocol.profact import AVERITEC_LABELS
 from factrl.lm.scripted import ScriptedLM
 from factrl.train.teacher import TEACHERS
 from factrl.types import Claim

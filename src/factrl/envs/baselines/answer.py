@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from factrl.envs.tags import parse_evidence_ids
-from factrl.envs.textparse import clip
+from factrl.protocol.tags import parse_evidence_ids
+from factrl.protocol.text import clip
 from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.types import Verdict
 

@@ -29,7 +29,7 @@ from factrl.envs.baselines.answer import clip, line_key
 from factrl.envs.baselines.prompts import decompose as prompts
 from factrl.envs.baselines.rag import RagConfig, Retrieval, parse_rag, rag_messages, retrieve
 from factrl.envs.spec import EnvDeps
-from factrl.envs.textparse import numbered_items
+from factrl.protocol.text import numbered_items
 from factrl.labels import Label
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict

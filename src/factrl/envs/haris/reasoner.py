@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, POLICY, Env, EpisodeResult, StepResult, Switch
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, TurnParser, budgeted_verdict, parse_turns
-from factrl.envs.haris.searcher import SEARCHER_STOP, SearcherConfig, SearchSession, result_block, searcher_messages
+from factrl.protocol.haris import TurnAction, TurnParser, budgeted_verdict, parse_turns
+from factrl.envs.haris.searcher import (CONVENTIONS, SEARCHER_STOP, SearcherConfig, SearchSession, check_convention,
+                                        result_block, searcher_messages)
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict
@@ -143,15 +144,6 @@ class HarisEnv:
     def parse_verdict(self, model_text: str) -> Verdict:
         """From the reasoner's turns joined (reports and search-agent turns excluded)."""
         return parse_reasoner_text(model_text, self.config.max_questions)
-
-
-CONVENTIONS = ("paper", "released")
-
-
-def check_convention(convention: object) -> str:
-    if convention not in CONVENTIONS:
-        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
-    return str(convention)
 
 
 @ENVS.register("haris")

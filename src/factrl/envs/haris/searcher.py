@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from factrl.envs.base import ENVS, Env, EpisodeResult, StepResult
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, TurnParser, parse_turns
+from factrl.protocol.haris import TurnAction, TurnParser, parse_turns
 from factrl.envs.spec import EnvDeps
 from factrl.envs.veri_r1 import render_information
 from factrl.retrieval.base import Retriever
@@ -168,13 +168,21 @@ class HarisSearcherEnv:
         return Verdict(label=None, format_ok=not errors, format_errors=errors, answered=at is not None)
 
 
+# Whose reading of HARIS an environment follows: the paper's or the authors' released code.
+CONVENTIONS = ("paper", "released")
+
+
+def check_convention(convention: object) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
+    return str(convention)
+
+
 @ENVS.register("haris_searcher")
 def make_haris_searcher(deps: EnvDeps | None = None, *, convention: str = "paper", **params: object) -> Env:
     """``convention="paper"`` (default): ``params`` are :class:`SearcherConfig` fields
     (``max_searches``, ``top_k``, ...); ``"released"``: ``host_low.py``'s search agent,
     ``params`` are :class:`~factrl.envs.haris.released.ReleasedConfig` fields."""
-    from factrl.envs.haris.reasoner import check_convention
-
     deps = deps or EnvDeps()
     if check_convention(convention) == "released":
         from factrl.envs.haris.released import ReleasedConfig, ReleasedSearcherEnv

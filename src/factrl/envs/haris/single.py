@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.haris import prompts
-from factrl.envs.haris.protocol import TurnAction, TurnParser, budgeted_verdict, parse_turns
+from factrl.protocol.haris import TurnAction, TurnParser, budgeted_verdict, parse_turns
 from factrl.envs.haris.searcher import SearcherConfig, SearchSession, result_block
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever

@@ -3,11 +3,11 @@ search-and-answer context per question, a verdict with an AVeriTeC label — reg
 ``profact`` in :data:`~factrl.envs.base.ENVS` and scored by the ``profact`` process reward.
 
 ``factrl eval --agent profact --dataset averitec --index INDEX`` runs it; the stage
-protocols are in :mod:`factrl.envs.profact.parse`.
+protocols are in :mod:`factrl.protocol.profact`.
 """
 
 from factrl.envs.profact.env import SEARCH_ROLE, STAGES, ProFactConfig, ProFactEnv, QAStep, make_profact
-from factrl.envs.profact.parse import (
+from factrl.protocol.profact import (
     AVERITEC_LABELS,
     parse_answer,
     parse_questions,

@@ -14,7 +14,7 @@
 
 One turn for the questions, two per question and one for the verdict: at most
 1 + 2·5 + 1 = 12 interaction steps, the paper's bound. Every stage is parsed strictly
-(:mod:`factrl.envs.profact.parse`); its errors are recorded per stage in
+(:mod:`factrl.protocol.profact`); its errors are recorded per stage in
 ``meta["stage_errors"]`` and, tagged with the stage, in the verdict's
 ``format_errors``. A question whose search call or answer does not parse stays in the
 record without an answer (the reward gives it nothing; the submission lists it with an
@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 
 from factrl.envs.base import ENVS, POLICY, EpisodeResult, StepResult, Switch
 from factrl.envs.profact import prompts
-from factrl.envs.profact.parse import (
+from factrl.protocol.profact import (
     parse_answer,
     parse_questions,
     parse_search_call,
     parse_verdict_turn,
 )
 from factrl.envs.spec import EnvDeps
-from factrl.envs.tags import last_block
+from factrl.protocol.tags import last_block
 from factrl.envs.veri_r1 import render_information
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict

@@ -1,5 +1,5 @@
 """ProFact's prompts (the paper prints none; these state the stage protocols of
-:mod:`factrl.envs.profact.parse` with one example each)."""
+:mod:`factrl.protocol.profact` with one example each)."""
 
 QUESTION = """You are a fact-checker. Verify the claim below in three stages.
 

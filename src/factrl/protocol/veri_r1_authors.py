@@ -46,8 +46,9 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from factrl.envs import prompts
 from factrl.labels import Label
+from factrl.protocol.notices import BUDGET_SPENT_NOTICES
+from factrl.types import Trajectory
 
 __all__ = [
     "AuthorsParse",
@@ -57,6 +58,7 @@ __all__ = [
     "authors_judge",
     "authors_text",
     "parse_authors",
+    "trajectory_response",
 ]
 
 # The spellings the code's label pattern reads, in the order it tries them.
@@ -68,7 +70,7 @@ _TAG = re.compile(r"<(/?)(\w+)>")
 _SPACE = re.compile(r"\s*")
 _LABEL_KEY = "Label:"
 # factrl's notice after the last allowed search (its current and earlier wordings).
-_NOTICES = tuple(re.escape(n.strip()) for n in prompts.BUDGET_SPENT_NOTICES)
+_NOTICES = tuple(re.escape(n.strip()) for n in BUDGET_SPENT_NOTICES)
 _NOTICE_AFTER_INFO = re.compile(rf"(</information>)\s*(?:{'|'.join(_NOTICES)})")
 
 
@@ -232,3 +234,17 @@ def authors_judge(response: str, gold_label: Label, gold_evidence: Sequence[str]
         nei=nei,
         parse=parse,
     )
+
+
+def trajectory_response(traj: Trajectory) -> str:
+    """The response text of an episode as the authors' code reads it: every turn (model
+    text and observations) in order, factrl's budget notice removed; ``""`` for an episode
+    that ended in an error (scored as no answer, as under the paper convention)."""
+    if traj.error:
+        return ""
+    if not traj.turns:
+        raise ValueError(
+            f"claim {traj.claim_id!r}: convention 'authors_code' scores the response text, and "
+            f"this trajectory records no turns"
+        )
+    return authors_text([(t.source, t.text) for t in traj.turns])

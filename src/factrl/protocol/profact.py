@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from factrl.envs.tags import scan_blocks
-from factrl.envs.textparse import clip, numbered_items
+from factrl.protocol.tags import scan_blocks
+from factrl.protocol.text import clip, numbered_items
 from factrl.labels import Label, UnknownLabelError, normalise_label
 
 __all__ = [
