@@ -37,7 +37,7 @@ class LockHolderProcess:
         import subprocess
         import sys
 
-        code = ("import sys; from pathlib import Path; from factrl.runlock import run_lock\n"
+        code = ("import sys; from pathlib import Path; from factrl.runs.lock import run_lock\n"
                 "with run_lock(Path(sys.argv[1])):\n"
                 "    print('locked', flush=True); sys.stdin.readline()\n")
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

@@ -83,13 +83,11 @@ def test_every_component_has_a_layer() -> None:
         _layer(component(name))
 
 
-@pytest.mark.xfail(strict=True, reason="layer contract not met yet")
 def test_no_import_circles(graph: list[Edge]) -> None:
     found = cycles(graph)
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-@pytest.mark.xfail(strict=True, reason="layer contract not met yet")
 def test_no_upward_imports_except_documented(graph: list[Edge]) -> None:
     allowed = documented_exceptions(DOC.read_text(encoding="utf-8"))
     bad = violations(graph)

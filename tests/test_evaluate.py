@@ -8,7 +8,7 @@ from factrl.lm.scripted import ScriptedLM
 from factrl.rollout import RolloutConfig
 from factrl.types import Claim, EvidenceRef, Passage
 
-from factrl.runlock import LOCK_FILE, RunLockedError
+from factrl.runs.lock import LOCK_FILE, RunLockedError
 
 from _support import LockHolderProcess, WordOverlapRetriever
 

@@ -9,7 +9,9 @@ server down after its retries) are run again on resumption — with ``retry_erro
 every episode that ended in an error — their records taken out of the file first, so it
 keeps one record per claim; ``errors_retried_this_run`` counts them.
 
-Only one run writes to a directory at a time (:mod:`factrl.runlock`): a second run on the
+The directory's format, lock, settings and trajectory I/O are :mod:`factrl.runs`'s;
+this module runs the episodes and scores them. Only one run writes to a directory at a
+time (:mod:`factrl.runs.lock`): a second run on the
 same directory fails at once. Should a file still hold two records of one claim (e.g.
 written before the lock existed), metrics count the first and report how many were
 ignored (``duplicates_ignored``).
@@ -29,7 +31,10 @@ from factrl.envs.base import Env
 from factrl.lm.base import LM
 from factrl.rewards.base import Reward
 from factrl.rollout import RolloutConfig, run_episodes
-from factrl.runlock import locks_run_dir
+from factrl.runs.info import RUN_INFO_FILE, RunMismatchError, check_run_info
+from factrl.runs.lock import locks_run_dir
+from factrl.runs.trajectories import (TRAJ_FILE, TrajectoryFileError, append_trajectory, drop_records,
+                                      first_per_claim, read_trajectories)
 from factrl.types import Claim, Trajectory
 
 __all__ = [
@@ -39,85 +44,12 @@ __all__ = [
     "RunMismatchError",
     "TrajectoryFileError",
     "EmptyRunError",
+    "TRAJ_FILE",
 ]
-
-TRAJ_FILE = "trajectories.jsonl"
-# run.json keys that may change between a run and its resumption.
-# metric_params only shape the agent's own metrics, recomputed from the trajectories on
-# every invocation: a resumption may re-score a finished run with other ones.
-# Where a run goes on (device, episodes and rows per forward pass) is no setting of its
-# results: each row samples with its own seed whatever shares its batch. Its dtype is.
-_VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params", "device", "batch_size", "max_batch_size"})
-# What a run recorded before the key existed: every earlier local run was float32.
-_ABSENT_INFO = {"dtype": "float32"}
-
-
-class RunMismatchError(ValueError):
-    """The run directory holds results of a different configuration."""
 
 
 class EmptyRunError(ValueError):
     """There are no claims to evaluate."""
-
-
-class TrajectoryFileError(ValueError):
-    """A line of a trajectories file that is not a trajectory record; the message is one
-    line, ``FILE:LINE: reason``, fit for a CLI error."""
-
-    def __init__(self, path: Path, line: int, exc: Exception) -> None:
-        super().__init__(f"{path}:{line}: not a trajectory record ({_first_line(exc)})")
-        self.path, self.line = path, line
-
-
-def _first_line(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)  # pydantic: name the first bad field, briefly
-    if callable(errors):
-        try:
-            first = errors()[0]
-            where = ".".join(str(x) for x in first.get("loc", ()))
-            return f"{where}: {first['msg']}" if where else str(first["msg"])
-        except (IndexError, KeyError, TypeError):
-            pass
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def read_trajectories(path: Path, *, repair: bool = False) -> list[Trajectory]:
-    """Read a trajectories file; a torn last line (crash mid-write) is dropped and, with
-    ``repair``, cut from the file so appends continue cleanly. Corruption elsewhere is an
-    error naming the line."""
-    if not path.exists():
-        return []
-    out: list[Trajectory] = []
-    good_bytes = 0
-    with path.open("rb") as fh:
-        lines = fh.readlines()
-    for i, raw in enumerate(lines, 1):
-        try:
-            out.append(Trajectory.model_validate_json(raw))
-            good_bytes += len(raw)
-        except ValueError as exc:
-            if i == len(lines):  # torn tail from an interrupted write
-                if repair:
-                    with path.open("r+b") as fh:
-                        fh.truncate(good_bytes)
-                break
-            raise TrajectoryFileError(path, i, exc) from None
-    if repair and lines and not lines[-1].endswith(b"\n") and good_bytes == sum(map(len, lines)):
-        with path.open("ab") as fh:  # complete record missing its newline
-            fh.write(b"\n")
-    return out
-
-
-def first_per_claim(trajs: Sequence[Trajectory], wanted: set[str]) -> tuple[list[Trajectory], int]:
-    """The first record of each wanted claim id, in file order, and how many later
-    records of the same ids were dropped (metrics must count each claim once)."""
-    seen: set[str] = set()
-    out: list[Trajectory] = []
-    for t in trajs:
-        if t.claim_id in wanted and t.claim_id not in seen:
-            seen.add(t.claim_id)
-            out.append(t)
-    return out, sum(1 for t in trajs if t.claim_id in wanted) - len(out)
 
 
 def _lm_error(error: str | None) -> bool:
@@ -130,19 +62,6 @@ def _errored(records: Sequence[Trajectory], wanted: set[str], *, every: bool) ->
     """Claims whose counted record (the first) ended in an LM error (``every``: in any error)."""
     firsts, _ = first_per_claim(records, wanted)
     return {t.claim_id for t in firsts if t.error is not None and (every or _lm_error(t.error))}
-
-
-def _drop_records(path: Path, claim_ids: set[str]) -> None:
-    """Rewrite ``path`` (already repaired) without the records of ``claim_ids``, atomically:
-    a crash leaves either file, and either way those claims are run again."""
-    kept = [raw for raw in path.read_bytes().splitlines(keepends=True)
-            if raw.strip() and json.loads(raw)["claim_id"] not in claim_ids]
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
-        fh.write(b"".join(kept))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _require_claims(claims: Sequence[Claim]) -> None:
@@ -180,7 +99,7 @@ def evaluate(
     from factrl.metrics.veri_r1 import compute_metrics
     from factrl.report.html import html_report
     from factrl.report.markdown import format_failure_lines, format_summary_line, metrics_markdown
-    from factrl.report.rundir import RunData
+    from factrl.runs.rundir import RunData
 
     rollout = rollout or RolloutConfig()
     _require_claims(claims)
@@ -191,14 +110,14 @@ def evaluate(
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"claim ids must be unique; {dup!r} appears more than once")
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_run_info(out_dir / "run.json", run_info or {}, force=force)
+    check_run_info(out_dir / RUN_INFO_FILE, run_info or {}, force=force)
 
     path = out_dir / TRAJ_FILE
     wanted = set(ids)
     records = read_trajectories(path, repair=True)
     retried = _errored(records, wanted, every=retry_errors)
     if retried:
-        _drop_records(path, retried)
+        drop_records(path, retried)
     done = {t.claim_id for t in records if t.claim_id not in retried}
     todo = [c for c in claims if c.id not in done]
     total, t_start = len(claims), time.perf_counter()
@@ -212,8 +131,7 @@ def evaluate(
         def write(traj: Trajectory) -> None:
             nonlocal finished
             _record_label_confidence(traj, lm)
-            fh.write(traj.model_dump_json() + "\n")
-            fh.flush()
+            append_trajectory(fh, traj)
             finished += 1
 
         for start in range(0, len(todo), rollout.batch_size):
@@ -295,22 +213,6 @@ def _record_label_confidence(traj: Trajectory, lm: LM) -> None:
         conf = label_confidence(traj, lm.decode)
         if conf is not None:
             traj.meta["confidence"] = conf
-
-
-def _check_run_info(path: Path, info: dict[str, Any], *, force: bool) -> None:
-    """Refuse to mix results of different settings in one run directory."""
-    if path.exists() and not force:
-        old = json.loads(path.read_text())
-        old, new = {**_ABSENT_INFO, **old}, {**_ABSENT_INFO, **info}
-        keys = set(old) | set(new)
-        diff = {k: (old.get(k), new.get(k)) for k in keys if k not in _VOLATILE_INFO and old.get(k) != new.get(k)}
-        if diff:
-            lines = ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in sorted(diff.items()))
-            raise RunMismatchError(
-                f"{path.parent} holds a run with other settings ({lines}); "
-                "use another --out directory or --force"
-            )
-    path.write_text(json.dumps(info, indent=2, default=str) + "\n")
 
 
 def _say(msg: str) -> None:

@@ -20,7 +20,7 @@ def run_errors() -> Iterator[None]:
     """Problems with the run directory or its input become one ``error:`` line and exit
     status 1, not a traceback: the user can fix each of them."""
     from factrl.evaluate import EmptyRunError, RunMismatchError, TrajectoryFileError
-    from factrl.runlock import RunLockedError
+    from factrl.runs.lock import RunLockedError
 
     try:
         yield
@@ -88,7 +88,7 @@ def eval_(
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm, remote_backend
     from factrl.rollout import RolloutConfig
-    from factrl.runlock import run_lock
+    from factrl.runs.lock import run_lock
 
     selection = select_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
     require_claims(selection, data_dir, split)
@@ -158,9 +158,9 @@ def eval_(
 
     extra = ""
     if spec.name in RUN_METRICS:  # agent-level metrics (Binary RAR's hallucination rates)
-        from factrl.evaluate import first_per_claim, read_trajectories
+        from factrl.runs.trajectories import TRAJ_FILE, first_per_claim, read_trajectories
 
-        trajs, _ = first_per_claim(read_trajectories(out / "trajectories.jsonl"), {c.id for c in claims})
+        trajs, _ = first_per_claim(read_trajectories(out / TRAJ_FILE), {c.id for c in claims})
         try:
             RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer,
                                        **({"params": metric_params} if metric_params else {}))

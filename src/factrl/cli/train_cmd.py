@@ -206,7 +206,8 @@ def filter_(
 ) -> None:
     """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
     from factrl.cli._common import build_agent, device_options, episode_batch_sizes, load_claims, runtime_info
-    from factrl.evaluate import evaluate, read_trajectories
+    from factrl.evaluate import evaluate
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
@@ -222,7 +223,7 @@ def filter_(
              rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
              run_info={"dataset": dataset, "split": split, "model": model, "purpose": "filter",
                        "agent": spec.model_dump(mode="json"), "batch_size": batch_size, **runtime_info(lm)})
-    kept = kept_claims(claims, read_trajectories(out / "trajectories.jsonl"))
+    kept = kept_claims(claims, read_trajectories(out / TRAJ_FILE))
     write_claims_jsonl(kept, out / "kept.jsonl")
     typer.echo(f"kept {len(kept)} of {len(claims)} claims ({len(kept) / max(1, len(claims)):.0%}) → {out / 'kept.jsonl'}")
 

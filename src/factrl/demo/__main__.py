@@ -75,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         run_info={"dataset": "demo", "model": args.model, "agent": spec.model_dump(mode="json")},
     )
 
-    from factrl.evaluate import read_trajectories
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
 
     from factrl.forced import FORCED_NOTE, with_forced
 
-    trajs = read_trajectories(run_dir / "trajectories.jsonl")
+    trajs = read_trajectories(run_dir / TRAJ_FILE)
     if args.force_answer:  # a verdict for every claim: unanswered episodes get a forced one, marked
         trajs = with_forced(trajs, lm)
     by_id = {t.claim_id: t for t in trajs}

@@ -150,8 +150,8 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
 def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
     from transformers import AutoTokenizer
 
-    from factrl.evaluate import read_trajectories
     from factrl.lm.loader import resolve_model_path
+    from factrl.runs.trajectories import read_trajectories
     from factrl.train.weighted_sft import WeightedSFTSettings, train_weighted_sft, weighted_examples
 
     final = out / "warmup" / "final"
@@ -270,9 +270,9 @@ def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str
 
 
 def _correct_by_id(d: Path) -> dict[str, float]:
-    from factrl.evaluate import read_trajectories
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
 
-    return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / "trajectories.jsonl")}
+    return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / TRAJ_FILE)}
 
 
 def _report(r: FactworldRecipe, out: Path, stages: dict[str, Path]) -> dict[str, Any]:

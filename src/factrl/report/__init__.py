@@ -4,7 +4,7 @@ browser)."""
 
 from factrl.report.html import html_report, write_html_report
 from factrl.report.markdown import format_summary_line, metrics_markdown
-from factrl.report.rundir import RunData, RunDirError, load_run
+from factrl.runs.rundir import RunData, RunDirError, load_run
 
 __all__ = [
     "format_summary_line",

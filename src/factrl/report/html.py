@@ -22,7 +22,7 @@ from typing import Any
 from factrl.report._items import trajectory_item
 from factrl.report._svg import reliability_svg
 from factrl.report.markdown import _OVERALL
-from factrl.report.rundir import RunData, load_run, run_names
+from factrl.runs.rundir import RunData, load_run, run_names
 
 __all__ = ["html_report", "write_html_report"]
 

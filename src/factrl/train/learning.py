@@ -57,9 +57,9 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
     from factrl.metrics.run_metrics import RUN_METRICS
 
     if cfg.env.name in RUN_METRICS:  # the agent's own metrics; the reward's LM judges before and after alike
-        from factrl.evaluate import first_per_claim, read_trajectories
+        from factrl.runs.trajectories import TRAJ_FILE, first_per_claim, read_trajectories
 
-        trajs, _ = first_per_claim(read_trajectories(out_dir / "trajectories.jsonl"), {c.id for c in held_out})
+        trajs, _ = first_per_claim(read_trajectories(out_dir / TRAJ_FILE), {c.id for c in held_out})
         judge = getattr(reward, "verifier", None) or lm
         extra = {"params": cfg.env.metric_params} if cfg.env.metric_params else {}
         metrics["agent_metrics"] = RUN_METRICS.get(cfg.env.name)(out_dir, trajs, lms={"policy": lm, "judge": judge},

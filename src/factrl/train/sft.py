@@ -115,7 +115,7 @@ def train_sft(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from factrl.evaluate import read_trajectories
+    from factrl.runs.trajectories import read_trajectories
     from factrl.lm.loader import resolve_model_path
 
     from factrl.train.config import precision_args, training_precision

@@ -305,7 +305,7 @@ def train_weighted_sft_on(trajectories: Path | Sequence[Path], model: str, out_d
     it ('smollm2', a directory, a hub id)."""
     from transformers import AutoTokenizer
 
-    from factrl.evaluate import read_trajectories
+    from factrl.runs.trajectories import read_trajectories
     from factrl.lm.loader import resolve_model_path
     from factrl.train.sft import select_correct
 

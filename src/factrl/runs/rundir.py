@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factrl.runs.info import RUN_INFO_FILE
+from factrl.runs.trajectories import TRAJ_FILE, TrajectoryFileError, first_per_claim, read_trajectories
 from factrl.types import Trajectory
 
 __all__ = ["RunData", "RunDirError", "load_run", "run_names"]
@@ -62,8 +64,6 @@ def _convention(info: dict[str, Any]) -> str:
 def load_run(path: Path, name: str | None = None) -> RunData:
     """Read a run directory; metrics come from ``metrics.json`` when present, else they are
     computed from the trajectories (a run still in progress)."""
-    from factrl.evaluate import TRAJ_FILE, TrajectoryFileError, read_trajectories
-
     path = Path(path)
     if not path.is_dir():
         raise RunDirError(f"{path}: not a directory")
@@ -74,13 +74,9 @@ def load_run(path: Path, name: str | None = None) -> RunData:
         records = read_trajectories(traj_path)
     except TrajectoryFileError as exc:
         raise RunDirError(str(exc)) from None
-    seen: set[str] = set()
-    trajs = []
-    for t in records:  # the first record of a claim counts, as in evaluate()
-        if t.claim_id not in seen:
-            seen.add(t.claim_id)
-            trajs.append(t)
-    info = _read_json(path / "run.json") if (path / "run.json").exists() else {}
+    # the first record of a claim counts, as in evaluate()
+    trajs, _ = first_per_claim(records, {t.claim_id for t in records})
+    info = _read_json(path / RUN_INFO_FILE) if (path / RUN_INFO_FILE).exists() else {}
     computed = not metrics_path.exists()
     if computed:
         from factrl.metrics.veri_r1 import compute_metrics

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from factrl.runlock import LOCK_FILE, RunLockedError, run_lock
+from factrl.runs.lock import LOCK_FILE, RunLockedError, run_lock
 
 from _support import LockHolderProcess
 
@@ -45,3 +45,11 @@ def test_other_process_holds_then_releases(tmp_path):
     holder.release()
     with run_lock(tmp_path):
         pass
+
+
+def test_old_import_path_is_the_same_lock() -> None:
+    import factrl.runlock
+    import factrl.runs
+
+    assert factrl.runlock.run_lock is run_lock is factrl.runs.run_lock
+    assert factrl.runlock.RunLockedError is RunLockedError
