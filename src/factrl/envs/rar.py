@@ -15,14 +15,16 @@ and lets only an answer that is wholly "I don't know" abstain.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.outcome import Outcome
 from factrl.envs.spec import EnvDeps
 from factrl.protocol.rar import is_abstention, is_sole_abstention, matches_gold, response_of
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["RarEnv", "SHORT_FORM_INSTRUCTION", "response_of"]
+__all__ = ["RarEnv", "RarOutcome", "SHORT_FORM_INSTRUCTION", "rar_outcome", "response_meta", "response_of"]
 
 SHORT_FORM_INSTRUCTION = ("Answer the question briefly. If you are not sure of the answer, "
                           'answer exactly "I don\'t know".')
@@ -61,8 +63,12 @@ class RarEnv:
     def result(self) -> EpisodeResult:
         if self._text is None or self._claim is None:
             raise RuntimeError("result() before reset()")
-        return EpisodeResult(verdict=self.parse_verdict(self._text),
-                             meta=response_meta(self._claim, self._text, convention=self.convention))
+        outcome = self.parse_outcome(self._text, self._claim)
+        return EpisodeResult(verdict=outcome.verdict, meta=outcome.meta())
+
+    def parse_outcome(self, model_text: str, claim: Claim) -> RarOutcome:
+        """The verdict and the response as the reward and metrics read it (text is all it needs)."""
+        return rar_outcome(claim, model_text, self.parse_verdict(model_text), convention=self.convention)
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """No label: a response is "answered" when it says anything after its reasoning."""
@@ -71,20 +77,45 @@ class RarEnv:
         return Verdict(label=None, format_ok=False, format_errors=["no answer: empty response"], answered=False)
 
 
-def response_meta(claim: Claim, model_text: str, *, convention: str = "paper") -> dict[str, Any]:
-    """``response``, ``kind`` and, for short-form prompts, ``abstained`` and ``correct``
-    (None without gold answers)."""
+@dataclass(frozen=True)
+class RarOutcome(Outcome):
+    """A Binary RAR episode's response (``<think>`` removed, or as the released evaluation
+    reads it), the prompt's kind, and for short-form prompts whether it abstained and
+    whether it was correct (None without gold answers)."""
+
+    response: str = ""
+    kind: str = "long"
+    convention: str = "paper"
+    abstained: bool | None = None
+    correct: bool | None = None
+
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"response": self.response, "kind": self.kind}
+        if self.convention == "released":
+            meta["convention"] = "released"
+        if self.kind == "short":
+            meta["abstained"] = self.abstained
+            meta["correct"] = self.correct
+        return meta
+
+
+def rar_outcome(claim: Claim, model_text: str, verdict: Verdict, *, convention: str = "paper") -> RarOutcome:
     response = response_of(model_text, convention)
     kind = claim.meta.get("kind", "long")
-    meta: dict[str, Any] = {"response": response, "kind": kind}
-    if convention == "released":
-        meta["convention"] = "released"
+    abstained = correct = None
     if kind == "short":
         abstained = is_sole_abstention(response) if convention == "released" else is_abstention(response)
         answers = list(claim.meta.get("answers") or [])
-        meta["abstained"] = abstained
-        meta["correct"] = (not abstained and matches_gold(response, answers)) if answers else None
-    return meta
+        correct = (not abstained and matches_gold(response, answers)) if answers else None
+    return RarOutcome(verdict=verdict, response=response, kind=kind, convention=convention, abstained=abstained,
+                      correct=correct)
+
+
+def response_meta(claim: Claim, model_text: str, *, convention: str = "paper") -> dict[str, Any]:
+    """``response``, ``kind`` and, for short-form prompts, ``abstained`` and ``correct``
+    (None without gold answers): :class:`RarOutcome`'s fields."""
+    verdict = Verdict(label=None)
+    return rar_outcome(claim, model_text, verdict, convention=convention).meta()
 
 
 @ENVS.register("rar")

@@ -42,7 +42,10 @@ class Reward(Protocol):
     trainer logs each beside the total as ``reward_<name>``); ``diagnostics`` names
     further per-episode judgements the breakdown carries that do not enter the total
     (e.g. "label correct", logged under their own names for training curves).
-    ``configure`` returns a copy with parameters and dependencies applied.
+    ``configure`` returns a copy with parameters and dependencies applied. A reward that
+    reads ``Trajectory.meta`` fields an environment records (its outcome,
+    :mod:`factrl.envs.outcome`) lists them in an optional ``reads_meta``, so a scorer that
+    only has text refuses it when the environment cannot recover them.
     """
 
     name: str

@@ -110,6 +110,8 @@ class HarisLowReward:
     judge: Any = field(default=None, compare=False, repr=False)
     name: str = "haris_low"
     components: ClassVar[tuple[str, ...]] = ("format", "useful")
+    # The outcome field it reads (factrl.envs.outcome): a text-only scorer must supply it.
+    reads_meta: ClassVar[tuple[str, ...]] = ("report",)
     diagnostics: ClassVar[tuple[str, ...]] = ("judge_failed",)
 
     def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:

@@ -61,6 +61,8 @@ class ProFactReward:
     process: bool = True  # False: the "w/o process rewards" ablation (verdict only)
     name: str = "profact"
     components: ClassVar[tuple[str, ...]] = ("question", "qa", "label")
+    # The outcome fields it reads (factrl.envs.outcome): a text-only scorer must supply them.
+    reads_meta: ClassVar[tuple[str, ...]] = ("questions", "qa")
     diagnostics: ClassVar[tuple[str, ...]] = ("label_correct",)
 
     def __call__(self, traj: Trajectory) -> RewardBreakdown:

@@ -10,9 +10,11 @@ runs one session per ``<question>`` as a sub-agent context (:mod:`.reasoner`).
 from __future__ import annotations
 
 import time
+from typing import Any
 from dataclasses import dataclass, field
 
 from factrl.envs.base import ENVS, Env, EpisodeResult, StepResult
+from factrl.envs.outcome import Outcome
 from factrl.envs.haris import prompts
 from factrl.protocol.haris import TurnAction, TurnParser, parse_turns
 from factrl.envs.spec import EnvDeps
@@ -20,7 +22,7 @@ from factrl.envs.veri_r1 import render_information
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["SearcherConfig", "SearchSession", "HarisSearcherEnv", "searcher_messages", "SEARCHER_STOP"]
+__all__ = ["ReportOutcome", "SearcherConfig", "SearchSession", "HarisSearcherEnv", "searcher_messages", "SEARCHER_STOP"]
 
 SEARCHER_STOP = ("</search>", "</report>")
 _ACTIONS = ("search", "report")
@@ -116,6 +118,18 @@ class SearchSession:
         return self.report[: self.config.max_report_chars]
 
 
+@dataclass(frozen=True)
+class ReportOutcome(Outcome):
+    """A search agent's episode: its report (None when it never wrote one) and the
+    question it searched for."""
+
+    report: str | None = None
+    question: str = ""
+
+    def meta(self) -> dict[str, Any]:
+        return {"report": self.report, "question": self.question}
+
+
 class HarisSearcherEnv:
     """The search agent alone on one question (its GRPO stage; scored by ``haris_low``).
 
@@ -151,9 +165,15 @@ class HarisSearcherEnv:
             raise RuntimeError("result() before reset()")
         verdict = Verdict(label=None, evidence_ids=[], format_ok=s.format_ok, format_errors=s.format_errors,
                           answered=s.report is not None)
+        outcome = ReportOutcome(verdict=verdict, report=s.report, question=s.question)
         return EpisodeResult(verdict=verdict, searches=list(s.searches), retrieved_ids=list(dict.fromkeys(s.shown)),
-                             timings={"search_s": s.search_seconds},
-                             meta={"report": s.report, "question": s.question})
+                             timings={"search_s": s.search_seconds}, meta=outcome.meta())
+
+    def parse_outcome(self, model_text: str, claim: Claim) -> ReportOutcome:
+        """The verdict and the report the text's turns end in (what the judge reads)."""
+        acts, _ = parse_turns(model_text, SEARCHER_STOP, _ACTIONS, inner=_INNER)
+        report = next((a.content for a in acts if a.kind == "report"), None)
+        return ReportOutcome(verdict=self.parse_verdict(model_text), report=report, question=claim.text.strip())
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """Whether the text's turns end in a report (searches cannot be replayed from text,

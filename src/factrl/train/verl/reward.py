@@ -15,7 +15,9 @@ appends to the last one; any other ``<information>`` was written by the model an
 fails the format reward. When factrl's agent loop produced the response it also passes
 the model's own text (``extra_info["factrl_model_text"]``), which is scored directly.
 
-The trajectory handed to the reward keeps the whole response as turns (model text, and
+The trajectory handed to the reward carries the environment's typed outcome
+(:mod:`factrl.envs.outcome`: the verdict and, e.g., Binary RAR's response or a HARIS
+search agent's report), and keeps the whole response as turns (model text, and
 the system's blocks as environment turns): the Veri-R1 reward's ``authors_code``
 convention reads it as the authors' code read verl's decoded response.
 """
@@ -30,7 +32,8 @@ from typing import Any
 from factrl.envs import ENVS, EnvDeps, EnvSpec, build
 from factrl.envs import prompts
 from factrl.labels import Label, normalise_label
-from factrl.rewards.base import RewardSpec, build_reward
+from factrl.envs.outcome import OutcomeError, missing_fields, outcome_of
+from factrl.rewards.base import RewardDeps, RewardSpec, build_reward
 from factrl.rewards.veri_r1 import VeriR1Reward
 from factrl.types import Claim, EvidenceRef, RewardBreakdown, Trajectory, Turn
 
@@ -139,6 +142,7 @@ def compute_score(
     max_searches: int | None = None,
     reward_router_address: Any = None,
     reward_model_tokenizer: Any = None,
+    reward_deps: RewardDeps | None = None,
 ) -> dict[str, float]:
     """The reward of one response, as verl's reward managers expect it.
 
@@ -148,7 +152,11 @@ def compute_score(
     is a reward name (default: the environment's) or, as a mapping, that reward's
     parameters (e.g. :class:`~factrl.rewards.veri_r1.VeriR1RewardConfig` fields), as is
     ``reward_params``. ``reward_router_address`` and ``reward_model_tokenizer`` are passed
-    by verl when a reward model is configured and are not used. Returns ``score`` (the
+    by verl when a reward model is configured and are not used; ``reward_deps`` gives a
+    reward its LMs (a verifier, a judge) when called from Python. The trajectory scored
+    carries the environment's typed outcome (:func:`~factrl.envs.outcome.outcome_of`);
+    a reward that reads fields the environment cannot recover from text is refused
+    (:class:`~factrl.envs.outcome.OutcomeError`) instead of scored differently. Returns ``score`` (the
     total) and the reward's declared components; a malformed response scores what the
     reward gives it and never raises.
     """
@@ -161,11 +169,20 @@ def compute_score(
     model_text = extra.get(MODEL_TEXT_KEY)
     if not isinstance(model_text, str):
         model_text = strip_system_information(response)
-    traj = Trajectory(claim_id=claim.id, env=the_env.name, claim=claim, prompt=[],
-                      turns=response_turns(response), verdict=the_env.parse_verdict(model_text))
     name = reward if isinstance(reward, str) else the_env.default_reward
     params = {**(dict(reward) if isinstance(reward, Mapping) else {}), **dict(reward_params or {})}
-    scorer = build_reward(RewardSpec(name=name, params=params))
+    scorer = build_reward(RewardSpec(name=name, params=params), reward_deps)
+    # The environment's typed outcome (verdict and the fields its rewards read), as the
+    # episode itself would have recorded it.
+    outcome = outcome_of(the_env, model_text, claim)
+    meta = outcome.meta()
+    if missing := missing_fields(scorer, meta):
+        raise OutcomeError(
+            f"reward {name!r} reads {', '.join(missing)} of an episode, which environment {the_env.name!r} "
+            f"cannot recover from the response text; score these episodes where they run (evaluate, the agent loop)"
+        )
+    traj = Trajectory(claim_id=claim.id, env=the_env.name, claim=claim, prompt=[],
+                      turns=response_turns(response), verdict=outcome.verdict, meta=meta)
     (breakdown,) = scorer.score([traj])
     return score_fields(breakdown, scorer.components)
 
