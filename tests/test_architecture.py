@@ -23,15 +23,19 @@ DOC = REPO / "docs" / "architecture.md"
 # Top to bottom. A module may import its own layer and the layers below it.
 LAYERS: list[set[str]] = [
     {"cli", "demo"},  # entry points
-    {"evaluate", "train", "recipes"},  # runs of episodes: evaluation, training, recipes
+    {"recipes"},  # multi-stage recipes (train, then evaluate, then report)
+    {"train"},  # training: algorithms, teachers, integrations (verl)
+    {"evaluate"},  # evaluation runs
     {"report"},  # pages and tables of run directories
     {"runs", "runlock"},  # the run directory: format, lock, run info, trajectory I/O
     {"rollout", "forced"},  # many episodes, batched; forced answering
     {"episode"},  # one episode's state machine
     {"rewards"},  # scoring of one trajectory for training
     {"envs", "metrics"},  # agents' environments | scoring of runs (independent siblings)
-    {"lm", "retrieval", "datasets", "corpus", "presets"},  # backends and data
-    {"protocol", "types", "labels", "registry", "serving", "factrl"},  # records, text protocol, registries
+    {"lm", "retrieval", "datasets", "presets"},  # backends and data
+    {"corpus"},  # documents, sentences, readers
+    {"protocol"},  # the text protocol every reader of model text shares
+    {"types", "labels", "registry", "serving", "factrl"},  # records, label vocabularies, registries
 ]
 # Sibling layers that must not import each other.
 INDEPENDENT: list[tuple[str, str]] = [("envs", "metrics")]
@@ -40,6 +44,7 @@ INDEPENDENT: list[tuple[str, str]] = [("envs", "metrics")]
 ALIASES: dict[str, str] = {
     "factrl.envs.tags": "factrl.protocol.tags",
     "factrl.envs.textparse": "factrl.protocol.text",
+    "factrl.runlock": "factrl.runs.lock",
 }
 
 
@@ -76,6 +81,16 @@ def documented_exceptions(text: str) -> dict[tuple[str, str], str]:
 @pytest.fixture(scope="module")
 def graph() -> list[Edge]:
     return edges(SRC)
+
+
+def test_the_document_lists_the_layers_and_aliases() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    layers = text.split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [set(re.findall(r"`(\w+)`", line.split("|")[2])) for line in layers.splitlines()
+            if line.startswith("| ") and not line.startswith("| layer")]
+    assert rows == LAYERS, "docs/architecture.md's layer table differs from LAYERS"
+    for alias, target in ALIASES.items():
+        assert f"| `{alias}` | `{target}` |" in text, f"docs/architecture.md does not list the alias {alias}"
 
 
 def test_every_component_has_a_layer() -> None:
