@@ -239,3 +239,39 @@ def test_metrics_follow_the_reward_convention(tmp_path):
     for key in ("label_acc", "verification_acc", "joint_acc", "evidence_cover", "format_ok_rate"):
         assert code[key] == paper[key], key
     assert code["evidence_convention"].startswith("authors_code")
+
+
+@pytest.fixture
+def toy_agent_metric(monkeypatch):
+    """A run metric registered for the agent ``toy`` for one test: it records its call."""
+    from factrl.metrics.run_metrics import RUN_METRICS
+
+    calls = []
+
+    def metric(out_dir, trajs, *, lms, reward, params=None):
+        if params and params.get("refuse"):
+            raise ValueError("toy metric refuses")
+        calls.append({"n": len(trajs), "roles": sorted(lms), "judge": lms["judge"], "params": params})
+        (out_dir / "toy.json").write_text("{}")
+        return {"n": len(trajs)}
+
+    monkeypatch.setitem(RUN_METRICS._items, "toy", metric)
+    return calls
+
+
+def test_evaluate_applies_the_agents_own_metrics(tmp_path, toy_agent_metric):
+    from factrl.evaluate import AgentMetricsError
+
+    lm, judge = ScriptedLM(respond), ScriptedLM(respond)
+    m = run(lm, tmp_path / "a", agent="toy", metric_lms={"judge": judge}, metric_params={"k": 1})
+    assert m["agent_metrics"] == {"n": 10} and (tmp_path / "a" / "toy.json").exists()
+    assert toy_agent_metric == [{"n": 10, "roles": ["judge", "policy"], "judge": judge, "params": {"k": 1}}]
+    # No judge given: the policy LM judges (the reward here has no verifier).
+    assert run(lm, tmp_path / "b", agent="toy")["agent_metrics"] == {"n": 10}
+    assert toy_agent_metric[-1]["judge"] is lm
+    # Agents without metrics of their own, or no agent named: nothing more.
+    assert "agent_metrics" not in run(lm, tmp_path / "c", agent="veri_r1")
+    assert "agent_metrics" not in run(lm, tmp_path / "d")
+    with pytest.raises(AgentMetricsError, match="toy metric refuses"):
+        run(lm, tmp_path / "e", agent="toy", metric_params={"refuse": True})
+    assert (tmp_path / "e" / "metrics.json").exists()  # the run's own metrics were written first

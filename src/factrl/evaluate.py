@@ -23,7 +23,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +44,18 @@ __all__ = [
     "RunMismatchError",
     "TrajectoryFileError",
     "EmptyRunError",
+    "AgentMetricsError",
+    "agent_metrics",
     "TRAJ_FILE",
 ]
 
 
 class EmptyRunError(ValueError):
     """There are no claims to evaluate."""
+
+
+class AgentMetricsError(ValueError):
+    """An agent's own run metrics refused the run (the message says why, in one line)."""
 
 
 def _lm_error(error: str | None) -> bool:
@@ -91,11 +97,20 @@ def evaluate(
     reward: Reward | None = None,
     lms: Any = None,
     retry_errors: bool = False,
+    agent: str | None = None,
+    metric_lms: Mapping[str, LM] | None = None,
+    metric_params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Verify every claim once, streaming trajectories scored by ``reward`` (default: the
     environment's own); returns the metrics dict that is also written to ``metrics.json``.
     ``lms`` maps other roles (e.g. HARIS's ``"searcher"``) to their LMs. Claims whose
-    episode ended in an LM error are run again (``retry_errors``: in any error)."""
+    episode ended in an LM error are run again (``retry_errors``: in any error).
+
+    ``agent`` names the agent whose own run metrics (:data:`~factrl.metrics.run_metrics.RUN_METRICS`,
+    e.g. Binary RAR's hallucination rates) then score the run, with ``metric_params``;
+    they write their own files and are returned under ``"agent_metrics"``. Their
+    ``"judge"`` is ``metric_lms["judge"]``, else the reward's verifier, else ``lm``. An
+    agent metric that refuses its input raises :class:`AgentMetricsError`."""
     from factrl.metrics.veri_r1 import compute_metrics
     from factrl.report.html import html_report
     from factrl.report.markdown import format_failure_lines, format_summary_line, metrics_markdown
@@ -176,7 +191,27 @@ def evaluate(
         _say(format_summary_line(metrics))
         for line in format_failure_lines(metrics):
             _say(line)
+    if agent is not None and not (metrics["n"] and metrics["errors"] == metrics["n"]):
+        found = agent_metrics(out_dir, agent, trajs, lm, reward=reward, metric_lms=metric_lms, params=metric_params)
+        if found is not None:
+            metrics["agent_metrics"] = found
     return metrics
+
+
+def agent_metrics(out_dir: Path, agent: str, trajs: Sequence[Trajectory], lm: LM, *, reward: Reward | None,
+                  metric_lms: Mapping[str, LM] | None = None,
+                  params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The agent's own run metrics on ``trajs`` (None for an agent without any)."""
+    from factrl.metrics.run_metrics import RUN_METRICS
+
+    if agent not in RUN_METRICS:
+        return None
+    judge = (metric_lms or {}).get("judge") or getattr(reward, "verifier", None) or lm
+    try:
+        return RUN_METRICS.get(agent)(out_dir, trajs, lms={**(metric_lms or {}), "policy": lm, "judge": judge},
+                                      reward=reward, **({"params": dict(params)} if params else {}))
+    except ValueError as exc:  # e.g. a reward with no evidence source for the judge
+        raise AgentMetricsError(str(exc)) from exc
 
 
 def unlabelled_metrics(trajs: Sequence[Trajectory]) -> dict[str, Any]:

@@ -47,3 +47,16 @@ def test_parse_params_reads_json_values():
         "mode": "offline", "max_searches": 2, "flag": True, "x": "a=b"}
     with pytest.raises(ValueError, match="key=value"):
         parse_params(["novalue"])
+
+
+def test_one_default_agent_everywhere() -> None:
+    import inspect
+
+    from factrl.envs import DEFAULT_AGENT, ENVS
+    from factrl.train.config import EnvSettings
+    from factrl.train.verl import export
+
+    assert DEFAULT_AGENT in ENVS
+    assert EnvSettings().name == DEFAULT_AGENT
+    for fn in (export.verl_rows, export.export_verl_parquet):
+        assert inspect.signature(fn).parameters["env"].default == DEFAULT_AGENT

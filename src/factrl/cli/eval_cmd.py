@@ -13,18 +13,19 @@ from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, CONTEXT_SENTENCES_HEL
                                LM_CACHE_HELP, LM_TIMEOUT_HELP, METRIC_PARAM_HELP, MODE_HELP, MODEL_HELP,
                                NO_REPEAT_NGRAM_HELP, PARAM_HELP, ROLE_MODEL_HELP, VERIFIER_HELP)
 from factrl.cli.app import app
+from factrl.envs.base import DEFAULT_AGENT
 
 
 @contextmanager
 def run_errors() -> Iterator[None]:
     """Problems with the run directory or its input become one ``error:`` line and exit
     status 1, not a traceback: the user can fix each of them."""
-    from factrl.evaluate import EmptyRunError, RunMismatchError, TrajectoryFileError
+    from factrl.evaluate import AgentMetricsError, EmptyRunError, RunMismatchError, TrajectoryFileError
     from factrl.runs.lock import RunLockedError
 
     try:
         yield
-    except (RunLockedError, TrajectoryFileError, RunMismatchError, EmptyRunError) as exc:
+    except (RunLockedError, TrajectoryFileError, RunMismatchError, EmptyRunError, AgentMetricsError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 
@@ -44,7 +45,7 @@ def eval_(
     lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
     device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
     dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
-    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     role_model: list[str] = typer.Option([], "--role-model", help=ROLE_MODEL_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
@@ -146,6 +147,9 @@ def eval_(
         reward=scorer,
         lms=roles or None,
         retry_errors=retry_errors,
+        agent=spec.name,  # agent-level metrics (Binary RAR's hallucination rates)
+        metric_lms={"judge": judge},
+        metric_params=metric_params or None,
     )
     if metrics["n"] and metrics["errors"] == metrics["n"]:
         typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html")
@@ -154,20 +158,7 @@ def eval_(
                    "run the same command again: episodes that ended in an LM error are run again "
                    "(--retry-errors: every errored episode)", err=True)
         raise typer.Exit(1)
-    from factrl.metrics.run_metrics import RUN_METRICS
-
-    extra = ""
-    if spec.name in RUN_METRICS:  # agent-level metrics (Binary RAR's hallucination rates)
-        from factrl.runs.trajectories import TRAJ_FILE, first_per_claim, read_trajectories
-
-        trajs, _ = first_per_claim(read_trajectories(out / TRAJ_FILE), {c.id for c in claims})
-        try:
-            RUN_METRICS.get(spec.name)(out, trajs, lms={"policy": lm, "judge": judge}, reward=scorer,
-                                       **({"params": metric_params} if metric_params else {}))
-        except ValueError as exc:  # e.g. a reward with no evidence source for the judge
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-        extra = f" and the agent's own metrics in {out}"
+    extra = f" and the agent's own metrics in {out}" if "agent_metrics" in metrics else ""
     typer.echo(f"wrote {out}/trajectories.jsonl, {out}/metrics.json, {out}/report.md, {out}/report.html{extra}")
     _say_averitec(out)
 

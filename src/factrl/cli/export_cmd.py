@@ -8,6 +8,7 @@ import typer
 
 from factrl.cli._common import AGENT_HELP, MODE_HELP, PARAM_HELP
 from factrl.cli.app import app
+from factrl.envs.base import DEFAULT_AGENT
 
 export_app = typer.Typer(no_args_is_help=True, help="Export training data for other frameworks (verl) and trained models as LoRA adapters.")
 app.add_typer(export_app, name="export")
@@ -19,7 +20,7 @@ def export_verl(
     data_dir: Path = typer.Option(..., "--data-dir", help="Dataset folder or file (see docs/formats.md)."),
     split: str = typer.Option("train", "--split"),
     out: Path = typer.Option(..., "--out", help="Parquet file to write (FILE.parquet)."),
-    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     limit: int = typer.Option(None, "--limit", help="Only the first N claims (after --balanced)."),

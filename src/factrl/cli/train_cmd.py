@@ -9,6 +9,7 @@ import typer
 from factrl.cli._common import (AGENT_HELP, CONTEXT_SENTENCES_HELP, DEVICE_CHOICES, DEVICE_HELP, DTYPE_CHOICES,
                                 DTYPE_HELP, MODE_HELP, PARAM_HELP)
 from factrl.cli.app import train_app
+from factrl.envs.base import DEFAULT_AGENT
 
 TRAIN_DEVICE_HELP = (f"Where it trains (TRL: the first visible GPU) and its frozen models run: {DEVICE_CHOICES}. "
                      "Sets model.device.")
@@ -234,7 +235,7 @@ def teach(
     data_dir: Path = typer.Option(..., "--data-dir"),
     split: str = typer.Option("train", "--split"),
     index: Path = typer.Option(None, "--index", help="Index: search (online) or context sentences (offline)."),
-    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP + " (teach: offline unless given)"),
     ids: Path = typer.Option(None, "--ids", help="Only the claims whose ids are listed (one per line)."),
@@ -253,7 +254,7 @@ def teach(
 
     claims = load_claims(dataset, data_dir, split, balanced=True, limit=limit, ids=ids)
     idx = load_index(index) if index is not None else None
-    if mode is None and agent == "veri_r1":
+    if mode is None and agent == "veri_r1":  # the template teacher writes offline episodes
         mode = "offline"
     spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
     try:

@@ -11,6 +11,7 @@ import typer
 from factrl.cli._common import (AGENT_HELP, BASE_URL_HELP, DEVICE_HELP, DTYPE_HELP, LM_CACHE_HELP, LM_TIMEOUT_HELP,
                                 MODE_HELP, MODEL_HELP, NO_REPEAT_NGRAM_HELP, PARAM_HELP, ROLE_MODEL_HELP)
 from factrl.cli.app import app
+from factrl.envs.base import DEFAULT_AGENT
 
 
 @app.command()
@@ -23,7 +24,7 @@ def verify(
     lm_timeout: float = typer.Option(None, "--lm-timeout", min=0.001, help=LM_TIMEOUT_HELP),
     device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
     dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
-    agent: str = typer.Option("veri_r1", "--agent", help=AGENT_HELP),
+    agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     role_model: list[str] = typer.Option([], "--role-model", help=ROLE_MODEL_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     mode: str = typer.Option(None, "--mode", help=MODE_HELP),

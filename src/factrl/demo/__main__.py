@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from factrl.datasets import DATASETS
-    from factrl.envs import EnvSpec, deps_from_index, env_factory
+    from factrl.envs import DEFAULT_AGENT, EnvSpec, deps_from_index, env_factory
     from factrl.evaluate import evaluate
     from factrl.lm.loader import load_lm
     from factrl.report.markdown import format_summary_line
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from factrl.lm.agent import agent_params
 
-    spec = EnvSpec(name="veri_r1", params=agent_params(args.model, "veri_r1"))  # the shipped agent's own settings
+    spec = EnvSpec(name=DEFAULT_AGENT, params=agent_params(args.model, DEFAULT_AGENT))  # the shipped agent's own settings
     run_dir = args.out / "run"
     shutil.rmtree(run_dir, ignore_errors=True)  # the demo always starts fresh
     metrics = evaluate(

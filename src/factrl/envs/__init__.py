@@ -3,10 +3,11 @@
 ``envs.build(EnvSpec(name="veri_r1", params={"mode": "offline"}), EnvDeps(retriever=index))``
 """
 
-from factrl.envs.base import ENVS, POLICY, Env, EnvFactory, EpisodeResult, StepResult, Switch
+from factrl.envs.base import DEFAULT_AGENT, ENVS, POLICY, Env, EnvFactory, EpisodeResult, StepResult, Switch
 from factrl.envs.spec import EnvDeps, EnvSpec, build, deps_from_index, env_factory, parse_params
 
 __all__ = [
+    "DEFAULT_AGENT",
     "ENVS",
     "POLICY",
     "Env",

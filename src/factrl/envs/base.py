@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from factrl.registry import Registry
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling", "role_sampling", "check_trained_temperatures"]
+__all__ = ["DEFAULT_AGENT", "Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling", "role_sampling", "check_trained_temperatures"]
 
 POLICY = "policy"  # the role whose opening context a trainer optimises
 
@@ -123,6 +123,9 @@ class Env(Protocol):
 
 
 EnvFactory = Callable[[], Env]
+
+# The agent a command, a training config or an exporter runs when none is named.
+DEFAULT_AGENT = "veri_r1"
 
 # Entries are factories ``(deps: EnvDeps, **params) -> Env``; build them with
 # :func:`factrl.envs.build`.

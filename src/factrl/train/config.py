@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from factrl.datasets.prepare import DataSettings  # the [data] table; datasets owns it
+from factrl.envs.base import DEFAULT_AGENT
 
 __all__ = [
     "PresetInfo",
@@ -65,7 +66,7 @@ class ModelSettings:
 
 @dataclass
 class EnvSettings:
-    name: str = "veri_r1"  # the agent: an ENVS registry name
+    name: str = DEFAULT_AGENT  # the agent: an ENVS registry name
     # The environment's parameters (Veri-R1: mode = "online" | "offline", max_searches, top_k, ...)
     params: dict[str, Any] = field(default_factory=dict)
     index: str | None = None  # index directory: what the agent searches, and offline context sentences

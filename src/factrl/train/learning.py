@@ -53,17 +53,10 @@ def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_si
         run_info=info,
         reward=reward,
         lms=role_lms,
+        # the agent's own metrics; the reward's LM judges before and after alike
+        agent=cfg.env.name,
+        metric_params=cfg.env.metric_params or None,
     )
-    from factrl.metrics.run_metrics import RUN_METRICS
-
-    if cfg.env.name in RUN_METRICS:  # the agent's own metrics; the reward's LM judges before and after alike
-        from factrl.runs.trajectories import TRAJ_FILE, first_per_claim, read_trajectories
-
-        trajs, _ = first_per_claim(read_trajectories(out_dir / TRAJ_FILE), {c.id for c in held_out})
-        judge = getattr(reward, "verifier", None) or lm
-        extra = {"params": cfg.env.metric_params} if cfg.env.metric_params else {}
-        metrics["agent_metrics"] = RUN_METRICS.get(cfg.env.name)(out_dir, trajs, lms={"policy": lm, "judge": judge},
-                                                                 reward=reward, **extra)
     return metrics
 
 

@@ -29,7 +29,7 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
-from factrl.envs import ENVS, Env, EnvDeps, EnvSpec, build
+from factrl.envs import DEFAULT_AGENT, ENVS, Env, EnvDeps, EnvSpec, build
 from factrl.envs.base import check_trained_temperatures
 from factrl.episode import GenerateRequest
 from factrl.train.verl.episode import Sampled, TokenBudget, agent_loop_fields, run_token_episode, shared_retriever
@@ -78,7 +78,7 @@ class FactrlEnvAgentLoop(AgentLoopBase):
     def __init__(
         self,
         *args: Any,
-        env: str = "veri_r1",
+        env: str = DEFAULT_AGENT,
         retriever_url: str | None = None,
         index: str | None = None,
         env_kwargs: Mapping[str, Any] | None = None,

@@ -35,6 +35,7 @@ from factrl.datasets.veri_r1_parquet import (
     context_from_row,
     read_verl_parquet,
 )
+from factrl.envs.base import DEFAULT_AGENT
 from factrl.envs.spec import EnvSpec
 from factrl.types import Claim, EvidenceRef
 
@@ -98,7 +99,7 @@ def _schema() -> Any:
 def verl_rows(
     claims: Iterable[Claim],
     *,
-    env: EnvSpec | str = "veri_r1",
+    env: EnvSpec | str = DEFAULT_AGENT,
     mode: Mode | None = None,
     split: str,
     data_source: str | None = None,
@@ -174,7 +175,7 @@ def export_verl_parquet(
     claims: Iterable[Claim],
     out_path: Path | str,
     *,
-    env: EnvSpec | str = "veri_r1",
+    env: EnvSpec | str = DEFAULT_AGENT,
     mode: Mode | None = None,
     split: str,
     data_source: str | None = None,

@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from factrl.envs import ENVS, EnvDeps, EnvSpec, build
+from factrl.envs import DEFAULT_AGENT, ENVS, EnvDeps, EnvSpec, build
 from factrl.envs import prompts
 from factrl.labels import Label, normalise_label
 from factrl.envs.outcome import OutcomeError, missing_fields, outcome_of
@@ -107,7 +107,7 @@ def _env_spec(extra: Mapping[str, Any], env: str | None, env_params: Mapping[str
     """The environment that produced the response: ``reward_kwargs`` first, then what
     ``factrl export verl`` recorded in ``extra_info``, then the environment's own reading
     of foreign rows (e.g. the Veri-R1 authors' split names)."""
-    name = env or extra.get("env") or "veri_r1"
+    name = env or extra.get("env") or DEFAULT_AGENT
     params: dict[str, Any] = {}
     row_params = getattr(ENVS.get(name), "row_params", None)
     if row_params is not None:
