@@ -10,15 +10,15 @@ runs one session per ``<question>`` as a sub-agent context (:mod:`.reasoner`).
 from __future__ import annotations
 
 import time
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from factrl.envs.base import ENVS, Env, EpisodeResult, StepResult
-from factrl.envs.outcome import Outcome
 from factrl.envs.haris import prompts
-from factrl.protocol.haris import TurnAction, TurnParser, parse_turns
+from factrl.envs.outcome import Outcome
 from factrl.envs.spec import EnvDeps
 from factrl.envs.veri_r1 import render_information
+from factrl.protocol.haris import TurnAction, TurnParser, parse_turns
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict
 
