@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BadRequest", "BODY_TIMEOUT", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "decode_json", "read_body", "short_repr"]
+__all__ = ["BadRequest", "BatchWorker", "BODY_TIMEOUT", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "decode_json", "read_body", "short_repr"]
 
 # Seconds a request's body may take to arrive in full, by default (then 408).
 BODY_TIMEOUT = 10.0
@@ -160,3 +160,55 @@ async def read_body(request: Any, limit: int, *, timeout: float = BODY_TIMEOUT) 
         log.warning("%s disconnected after %d%s bytes of its request body to %s", who, size, of, request.url.path)
         raise BadRequest(400, "the client disconnected before its body arrived", close=True) from None
     return b"".join(chunks)
+
+
+class BatchWorker:
+    """The skeleton of a server's batcher: requests queue work and wake one task that
+    serves batches, one backend call at a time, each in a worker thread (the event loop
+    stays free for new requests). A subclass queues work in its ``submit``, then calls
+    :meth:`_wake_up`, and serves everything queued in :meth:`_serve_pending`."""
+
+    def __init__(self) -> None:
+        self.calls = 0  # backend calls made
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def _wake_up(self) -> None:
+        assert self._wake is not None, "the batcher was not started"
+        self._wake.set()
+
+    async def _serve_pending(self) -> None:
+        raise NotImplementedError
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in a worker thread, counted as one backend call."""
+        import anyio.to_thread
+
+        self.calls += 1
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    @staticmethod
+    def _fail(futures: Any, exc: BaseException) -> None:
+        """Every request still waiting learns why the backend call failed."""
+        for fut in futures:
+            if not fut.done():
+                fut.set_exception(exc)
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._serve_pending()

@@ -42,7 +42,7 @@ from factrl.lm.base import LM, Generation, GenerationConfig
 from factrl.lm.chat_request import ChatRequest, LMServerLimits, parse_chat_request
 from factrl.lm.remote import choice_seed
 from factrl.lm.text import cut_at_stop
-from factrl.serving import BadRequest, read_body
+from factrl.serving import BadRequest, BatchWorker, read_body
 from factrl.types import Message
 
 __all__ = ["LMServerLimits", "create_lm_app", "prompt_ids", "token_pieces"]
@@ -59,29 +59,15 @@ class _Row:
     future: asyncio.Future
 
 
-class _Batcher:
+class _Batcher(BatchWorker):
     """Collects rows from concurrent requests into batched ``generate`` calls, one call
     at a time, in a worker thread."""
 
     def __init__(self, lm: LM, limits: LMServerLimits) -> None:
+        super().__init__()
         self.lm, self.limits = lm, limits
         self.pending: deque[_Row] = deque()
-        self.calls = 0
         self.batch_sizes: list[int] = []
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
 
     def submit(self, prompt: list[int], configs: Sequence[GenerationConfig]) -> list[asyncio.Future]:
         waiting = sum(not r.future.done() for r in self.pending)
@@ -90,8 +76,7 @@ class _Batcher:
         loop = asyncio.get_running_loop()
         rows = [_Row(prompt, c, loop.create_future()) for c in configs]
         self.pending.extend(rows)
-        assert self._wake is not None, "the batcher was not started"
-        self._wake.set()
+        self._wake_up()
         return [r.future for r in rows]
 
     def _take(self) -> list[_Row]:
@@ -113,32 +98,22 @@ class _Batcher:
         self.pending = kept
         return taken
 
-    async def _run(self) -> None:
-        import anyio.to_thread
-
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if self.limits.batch_window:
-                await asyncio.sleep(self.limits.batch_window)  # let concurrent requests join
-            while self.pending:
-                rows = self._take()
-                if not rows:
-                    break
-                self.calls += 1
-                self.batch_sizes.append(len(rows))
-                try:
-                    gens = await anyio.to_thread.run_sync(
-                        self.lm.generate, [r.prompt for r in rows], [r.config for r in rows])
-                except Exception as exc:  # noqa: BLE001 - every waiting request learns why
-                    for r in rows:
-                        if not r.future.done():
-                            r.future.set_exception(exc)
-                    continue
-                for r, g in zip(rows, gens):
-                    if not r.future.done():
-                        r.future.set_result(g)
+    async def _serve_pending(self) -> None:
+        if self.limits.batch_window:
+            await asyncio.sleep(self.limits.batch_window)  # let concurrent requests join
+        while self.pending:
+            rows = self._take()
+            if not rows:
+                break
+            self.batch_sizes.append(len(rows))
+            try:
+                gens = await self._call(self.lm.generate, [r.prompt for r in rows], [r.config for r in rows])
+            except Exception as exc:  # noqa: BLE001 - every waiting request learns why
+                self._fail([r.future for r in rows], exc)
+                continue
+            for r, g in zip(rows, gens):
+                if not r.future.done():
+                    r.future.set_result(g)
 
 
 def prompt_ids(lm: LM, request: ChatRequest) -> list[int]:

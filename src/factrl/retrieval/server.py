@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 
 from factrl.retrieval.base import Retriever
 from factrl.retrieval.cache import CachedRetriever
-from factrl.serving import BODY_TIMEOUT, BadRequest, decode_json, read_body, short_repr
+from factrl.serving import BODY_TIMEOUT, BadRequest, BatchWorker, decode_json, read_body, short_repr
 from factrl.types import Hit, Passage
 
 __all__ = ["ServerLimits", "create_app", "document_of", "index_info"]
@@ -137,34 +137,19 @@ def format_result(results: Sequence[Sequence[Hit]], return_scores: bool) -> dict
     return {"result": [[document_of(h.passage) for h in hits] for hits in results]}
 
 
-class _Batcher:
+class _Batcher(BatchWorker):
     """Merges concurrent requests into backend calls, one at a time, in a worker thread."""
 
     def __init__(self, retriever: Retriever, max_batch: int) -> None:
+        super().__init__()
         self.retriever = retriever
         self.max_batch = max_batch
         self._pending: deque[tuple[list[str], int, asyncio.Future]] = deque()
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
-        self.calls = 0
-
-    def start(self) -> None:
-        self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
 
     def submit(self, queries: list[str], k: int) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
         self._pending.append((queries, k, fut))
-        assert self._wake is not None, "the batcher was not started"
-        self._wake.set()
+        self._wake_up()
         return fut
 
     def _take(self) -> list[tuple[list[str], int, asyncio.Future]]:
@@ -177,32 +162,23 @@ class _Batcher:
             n += len(item[0])
         return taken
 
-    async def _run(self) -> None:
-        import anyio.to_thread
-
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                by_k: dict[int, list[tuple[list[str], int, asyncio.Future]]] = {}
-                for item in self._take():
-                    by_k.setdefault(item[1], []).append(item)
-                for k, items in by_k.items():
-                    queries = [q for item in items for q in item[0]]
-                    self.calls += 1
-                    try:
-                        results = await anyio.to_thread.run_sync(self.retriever.search, queries, k)
-                    except Exception as exc:  # noqa: BLE001 - any backend failure: every waiting request learns why
-                        for _, _, fut in items:
-                            if not fut.done():
-                                fut.set_exception(exc)
-                        continue
-                    start = 0
-                    for qs, _, fut in items:
-                        if not fut.done():
-                            fut.set_result(results[start : start + len(qs)])
-                        start += len(qs)
+    async def _serve_pending(self) -> None:
+        while self._pending:
+            by_k: dict[int, list[tuple[list[str], int, asyncio.Future]]] = {}
+            for item in self._take():
+                by_k.setdefault(item[1], []).append(item)
+            for k, items in by_k.items():
+                queries = [q for item in items for q in item[0]]
+                try:
+                    results = await self._call(self.retriever.search, queries, k)
+                except Exception as exc:  # noqa: BLE001 - any backend failure: every waiting request learns why
+                    self._fail([fut for _, _, fut in items], exc)
+                    continue
+                start = 0
+                for qs, _, fut in items:
+                    if not fut.done():
+                        fut.set_result(results[start : start + len(qs)])
+                    start += len(qs)
 
 
 def create_app(retriever: Retriever, *, limits: ServerLimits | None = None, info: dict[str, Any] | None = None,
