@@ -342,3 +342,22 @@ def test_write_refuses_to_overwrite(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError, match="overwrite"):
         write_world(cfg, tmp_path)
     write_world(cfg, tmp_path, overwrite=True)
+
+
+def test_every_claim_cites_its_chains_documents_so_offline_context_is_never_empty(tmp_path: Path) -> None:
+    from factrl.envs.context import document_context
+    from factrl.types import Passage
+
+    write_world(WorldConfig(seed=9, entities=60, claims=150), tmp_path / "w")
+    docs = [json.loads(line) for line in (tmp_path / "w" / "corpus.jsonl").read_text().splitlines()]
+    ids = {d["id"] for d in docs}
+    passages = [Passage(id=d["id"], doc_id=d["id"], title=d["title"], text=d["text"], sentences=d["sentences"],
+                        sentence_ids=[f"{d['id']}_sentence_{i}" for i in range(len(d["sentences"]))]) for d in docs]
+    provide = document_context(passages, max_sentences=None)
+    claims = load_dataset("factworld", tmp_path / "w", "train").claims
+    assert {c.label for c in claims} == {Label.SUPPORT, Label.REFUTE, Label.NEI}
+    for c in claims:
+        cited = c.meta["cited_doc_ids"]
+        assert cited == list(dict.fromkeys(step["entity"] for step in c.meta["chain"])) and set(cited) <= ids
+        context = {e.id for e in provide(c)}
+        assert context and set(c.evidence_ids) <= context  # NEI claims too: never an empty context

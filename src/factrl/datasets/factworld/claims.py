@@ -230,7 +230,7 @@ def _justification(world: World, claim: WorldClaim, texts: dict[str, str]) -> st
 def claim_row(world: World, claim: WorldClaim, claim_id: str, texts: dict[str, str]) -> dict[str, Any]:
     """The claim as a row of factrl's ``jsonl`` claim format (``texts``: sentence id →
     sentence). ``meta`` holds ``num_hops``, the chain, the claimed value, the AVeriTeC
-    questions and justification, and the world's seed."""
+    questions and justification, the chain's documents and the world's seed."""
     chain_ids = [h.sentence_id for h in claim.hops if h.sentence_id]
     evidence = [] if claim.label is Label.NEI else chain_ids
     end = claim.hops[-1]
@@ -248,6 +248,10 @@ def claim_row(world: World, claim: WorldClaim, claim_id: str, texts: dict[str, s
         "paraphrased": claim.paraphrased,
         "questions": questions(world, claim),
         "justification": _justification(world, claim, texts),
+        # The chain's documents: the offline setting shows their sentences (envs.context), so
+        # a NOT ENOUGH INFO claim, which has no gold sentence, sees its entities' documents
+        # as the others do, and an empty context does not give its label away.
+        "cited_doc_ids": list(dict.fromkeys(h.entity for h in claim.hops)),
     }
     if claim.label is Label.NEI:
         meta["chain_evidence"] = chain_ids
