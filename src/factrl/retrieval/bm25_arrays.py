@@ -1,0 +1,344 @@
+"""BM25 on disk: the score matrix, the vocabulary, and the top-k kernels that search it.
+
+The files are bm25s's own (``data/indices/indptr.csc.index.npy``, ``vocab.index.json``,
+``params.index.json``), so ``bm25s.BM25.load`` still opens an index, plus a
+memory-mappable vocabulary (``vocab.hash.npy``/``vocab.row.npy``: term hash → id;
+``vocab.terms.bin``/``vocab.offsets.npy``: the terms, to confirm a hash match). The
+matrix is column-compressed: column ``t`` lists the passages holding term ``t`` and the
+term's BM25 contribution to each.
+
+A query's score for a passage is the sum, in query-token order, of its terms'
+contributions, accumulated in float32 — bm25s's ``get_scores_from_ids``, bit for bit.
+Kernels (:data:`TOPK_KERNELS`) differ only in how they get there:
+
+* ``"reference"`` — bm25s's scorer: a dense score array per query, then the top ``k``
+  (the path used before the streaming index; kept for comparison);
+* ``"numpy"`` — touches only the passages on the query's posting lists;
+* ``"numba"`` — the same walk compiled (needs ``numba``, the ``fast`` extra), a batch of
+  queries per call with the GIL released, so threads run in parallel.
+
+All return passages with a score > 0, best first, equal scores by passage row, and at
+the ``k``-th place among equal scores the lowest rows (``"reference"`` picks any of them,
+as bm25s's ``argpartition`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from factrl.registry import Registry
+from factrl.retrieval.hashindex import HashIndex, HashIndexWriter
+
+__all__ = [
+    "BM25S_FILES",
+    "DictVocab",
+    "MappedVocab",
+    "ScoreMatrix",
+    "TOPK_KERNELS",
+    "TopKKernel",
+    "check_kernel",
+    "load_vocab",
+    "make_kernel",
+    "numba_available",
+    "write_vocab",
+]
+
+BM25S_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json",
+               "params.index.json")
+_VOCAB_TERMS, _VOCAB_OFFSETS, _VOCAB_LOOKUP = "vocab.terms.bin", "vocab.offsets.npy", "vocab"
+_VOCAB_CACHE_MAX = 200_000  # query terms remembered by a mapped vocabulary
+
+Ranked = tuple[list[int], list[float]]
+
+
+# --- the matrix ----------------------------------------------------------------------
+
+
+class ScoreMatrix:
+    """bm25s's saved score matrix (memory-mapped unless ``mmap=False``)."""
+
+    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int) -> None:
+        self.data, self.indices, self.indptr, self.num_docs = data, indices, indptr, int(num_docs)
+
+    @classmethod
+    def load(cls, directory: Path, num_docs: int, *, mmap: bool = True) -> "ScoreMatrix":
+        mode = "r" if mmap else None
+        arrays = [np.asarray(np.load(Path(directory) / f, mmap_mode=mode, allow_pickle=False)) for f in BM25S_FILES[:3]]
+        return cls(*arrays, num_docs=num_docs)
+
+    @property
+    def n_terms(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+
+# --- the vocabulary ------------------------------------------------------------------
+
+
+class DictVocab:
+    """term → id from ``vocab.index.json`` (indexes written before the mapped vocabulary)."""
+
+    def __init__(self, table: dict[str, int]) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def get(self, term: str) -> int | None:
+        return self._table.get(term)
+
+
+class MappedVocab:
+    """term → id through a memory-mapped hash lookup, confirmed against the stored term;
+    recent answers are cached (bounded)."""
+
+    def __init__(self, lookup: HashIndex, terms: np.ndarray, offsets: np.ndarray) -> None:
+        self._lookup, self._terms, self._offsets = lookup, terms, offsets
+        self._cache: OrderedDict[str, int | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return int(self._offsets.shape[0] - 1)
+
+    def term(self, term_id: int) -> str:
+        start, end = int(self._offsets[term_id]), int(self._offsets[term_id + 1])
+        return self._terms[start:end].tobytes().decode("utf-8")
+
+    def get(self, term: str) -> int | None:
+        with self._lock:
+            if term in self._cache:
+                self._cache.move_to_end(term)
+                return self._cache[term]
+        found = None
+        for row in self._lookup.rows(term):
+            if row < len(self) and self.term(row) == term:
+                found = row
+                break
+        with self._lock:
+            self._cache[term] = found
+            if len(self._cache) > _VOCAB_CACHE_MAX:
+                self._cache.popitem(last=False)
+        return found
+
+
+def write_vocab(directory: Path, terms: Sequence[str]) -> None:
+    """Write the vocabulary (``terms[i]`` has id ``i``): bm25s's ``vocab.index.json`` (with
+    its empty token last) and the mapped form."""
+    directory = Path(directory)
+    table = {t: i for i, t in enumerate(terms)}
+    table.setdefault("", len(terms))  # bm25s's create_empty_token
+    with (directory / "vocab.index.json").open("w", encoding="utf-8") as fh:
+        json.dump(table, fh, ensure_ascii=False)
+    del table
+    encoded = [t.encode("utf-8") for t in terms]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if encoded:
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    with (directory / _VOCAB_TERMS).open("wb") as fh:
+        fh.write(b"".join(encoded))
+    np.save(directory / _VOCAB_OFFSETS, offsets, allow_pickle=False)
+    writer = HashIndexWriter()
+    for i, t in enumerate(terms):
+        writer.add(t, i)
+    writer.save(directory, _VOCAB_LOOKUP)
+
+
+def load_vocab(directory: Path) -> DictVocab | MappedVocab:
+    directory = Path(directory)
+    if HashIndex.exists(directory, _VOCAB_LOOKUP) and (directory / _VOCAB_TERMS).is_file() \
+            and (directory / _VOCAB_OFFSETS).is_file():
+        terms = np.asarray(np.memmap(directory / _VOCAB_TERMS, dtype=np.uint8, mode="r")) \
+            if (directory / _VOCAB_TERMS).stat().st_size else np.zeros(0, dtype=np.uint8)
+        offsets = np.asarray(np.load(directory / _VOCAB_OFFSETS, mmap_mode="r", allow_pickle=False))
+        return MappedVocab(HashIndex.load(directory, _VOCAB_LOOKUP), terms, offsets)
+    with (directory / "vocab.index.json").open("r", encoding="utf-8") as fh:
+        return DictVocab(json.load(fh))
+
+
+# --- top-k kernels -------------------------------------------------------------------
+
+
+class TopKKernel(Protocol):
+    """Ranks queries (each a list of term ids, in query order) over a :class:`ScoreMatrix`."""
+
+    name: str
+
+    def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]: ...
+
+
+TOPK_KERNELS: Registry[Callable[[ScoreMatrix], TopKKernel]] = Registry("BM25 top-k kernel")
+
+
+def numba_available() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_kernel(name: str) -> str:
+    """The kernel ``name`` resolves to (``"auto"``: numba when installed, else numpy);
+    an unknown name or a missing numba raises here, before any work."""
+    if name == "auto":
+        return "numba" if numba_available() else "numpy"
+    TOPK_KERNELS.get(name)
+    if name == "numba" and not numba_available():
+        raise ImportError("the numba BM25 kernel needs numba: pip install 'factrl[fast]' (or use kernel=numpy)")
+    return name
+
+
+def make_kernel(name: str, matrix: ScoreMatrix) -> TopKKernel:
+    """The kernel registered as ``name`` over ``matrix`` (see :func:`check_kernel`)."""
+    return TOPK_KERNELS.get(check_kernel(name))(matrix)
+
+
+def _select(cands: np.ndarray, scores: np.ndarray, k: int) -> Ranked:
+    """Top ``k`` of (row, score) pairs with score > 0: best first, ties by row, and at the
+    ``k``-th place the lowest rows among equal scores."""
+    pos = scores > 0
+    cands, scores = cands[pos], scores[pos]
+    if cands.size > k:
+        kth = np.partition(scores, cands.size - k)[cands.size - k]  # the k-th largest score
+        above = scores > kth
+        tied = np.flatnonzero(scores == kth)
+        need = k - int(above.sum())
+        tied = tied[np.argsort(cands[tied], kind="stable")[:need]]
+        keep = np.flatnonzero(above)
+        keep = np.concatenate([keep, tied])
+        cands, scores = cands[keep], scores[keep]
+    order = np.lexsort((cands, -scores))
+    return cands[order].tolist(), scores[order].tolist()
+
+
+class _Scratch(threading.local):
+    acc: np.ndarray | None = None
+    seen: np.ndarray | None = None
+    touched: np.ndarray | None = None
+
+
+@TOPK_KERNELS.register("reference")
+class ReferenceKernel:
+    """bm25s's scorer over a dense score array; selection as before the streaming index."""
+
+    name = "reference"
+
+    def __init__(self, matrix: ScoreMatrix) -> None:
+        self.m = matrix
+
+    def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
+        import bm25s
+
+        m, out = self.m, []
+        for ids in queries:
+            if not ids:
+                out.append(([], []))
+                continue
+            scores = bm25s.BM25._compute_relevance_from_scores(
+                m.data, m.indptr, m.indices, m.num_docs, np.asarray(ids, dtype=np.int32), np.dtype(np.float32))
+            nz = np.flatnonzero(scores > 0)
+            if nz.size > k:
+                nz = nz[np.argpartition(-scores[nz], k - 1)[:k]]
+            top = scores[nz]
+            order = np.lexsort((nz, -top))
+            out.append((nz[order].tolist(), top[order].tolist()))
+        return out
+
+
+@TOPK_KERNELS.register("numpy")
+class NumpyKernel:
+    """Accumulates only the posting lists' passages (a column holds a passage once, so
+    ``acc[rows] += scores`` adds exactly as bm25s's ``np.add.at`` does)."""
+
+    name = "numpy"
+
+    def __init__(self, matrix: ScoreMatrix) -> None:
+        self.m = matrix
+        self._scratch = _Scratch()
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        s = self._scratch
+        if s.acc is None:
+            s.acc = np.zeros(self.m.num_docs, dtype=np.float32)
+            s.seen = np.zeros(self.m.num_docs, dtype=bool)
+        assert s.seen is not None
+        return s.acc, s.seen
+
+    def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
+        m = self.m
+        acc, seen = self._buffers()
+        out: list[Ranked] = []
+        for ids in queries:
+            parts = []
+            for t in ids:
+                start, end = int(m.indptr[t]), int(m.indptr[t + 1])
+                rows = m.indices[start:end]
+                acc[rows] += m.data[start:end]
+                new = rows[~seen[rows]]
+                seen[new] = True
+                parts.append(new)
+            if not parts:
+                out.append(([], []))
+                continue
+            cands = np.concatenate(parts).astype(np.int64, copy=False)
+            scores = acc[cands]
+            acc[cands] = 0.0
+            seen[cands] = False
+            out.append(_select(cands, scores, k))
+        return out
+
+
+@TOPK_KERNELS.register("numba")
+class NumbaKernel:
+    """The posting-list walk and a k-heap, compiled; one call per batch, GIL released."""
+
+    name = "numba"
+
+    def __init__(self, matrix: ScoreMatrix) -> None:
+        from factrl.retrieval._bm25_numba import topk_batch
+
+        self.m = matrix
+        self._run = topk_batch
+        self._scratch = _Scratch()
+
+    def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
+        m, s = self.m, self._scratch
+        if s.acc is None:
+            s.acc = np.zeros(m.num_docs, dtype=np.float32)
+            s.touched = np.zeros(m.num_docs, dtype=np.int64)
+        lengths = np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries))
+        offsets = np.zeros(len(queries) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        terms = np.fromiter((t for q in queries for t in q), dtype=np.int64, count=int(offsets[-1]))
+        docs = np.zeros((len(queries), k), dtype=np.int64)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        counts = np.zeros(len(queries), dtype=np.int64)
+        self._run(m.data, m.indices, m.indptr, terms, offsets, k, s.acc, s.touched, docs, scores, counts)
+        return [(docs[i, :n].tolist(), scores[i, :n].tolist()) for i, n in enumerate(counts.tolist())]
+
+
+def run_threads(kernel: TopKKernel, queries: list[list[int]], k: int, pool: Any, n_threads: int) -> list[Ranked]:
+    """``kernel`` over ``queries`` split into ``n_threads`` contiguous parts run at once on
+    ``pool`` (a long-lived executor, so each worker keeps its scratch buffers; the numba
+    kernel releases the GIL)."""
+    if n_threads <= 1 or len(queries) < 2 or pool is None:
+        return kernel(queries, k)
+    n = min(n_threads, len(queries))
+    bounds = [round(i * len(queries) / n) for i in range(n + 1)]
+    parts = [queries[bounds[i] : bounds[i + 1]] for i in range(n)]
+    results = list(pool.map(lambda part: kernel(part, k), parts))
+    return [r for part in results for r in part]
+
+
+def kernel_names() -> list[str]:
+    return ["auto", *TOPK_KERNELS.names()]
+
+
+def describe(kernel: Any) -> str:
+    return getattr(kernel, "name", type(kernel).__name__)
