@@ -65,7 +65,8 @@ class BM25Tokenizer:
 
             if stemmer not in Stemmer.algorithms():
                 raise ValueError(f"unknown stemmer {stemmer!r}; PyStemmer has: {', '.join(Stemmer.algorithms())}, or 'none'")
-            self._stem = Stemmer.Stemmer(stemmer).stemWord
+            self._stemmer = Stemmer.Stemmer(stemmer)
+            self._stem = self._stemmer.stemWord
         self._cache: dict[str, str] = {}
         # PyStemmer's stemmer objects are not thread-safe; a server may search from threads.
         self._lock = threading.Lock()
@@ -78,6 +79,17 @@ class BM25Tokenizer:
             return word
         with self._lock:
             return self._stem(word)
+
+    def normalise_many(self, words: Sequence[str]) -> list[str | None]:
+        """:meth:`normalise` of each word, stemmed in one call."""
+        stop = self._stop
+        keep = [w for w in words if w not in stop]
+        if self._stem is None:
+            stems = iter(keep)
+        else:
+            with self._lock:
+                stems = iter(self._stemmer.stemWords(keep))
+        return [None if w in stop else next(stems) for w in words]
 
     def __call__(self, text: str) -> list[str]:
         out: list[str] = []

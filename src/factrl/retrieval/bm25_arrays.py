@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from factrl.registry import Registry
-from factrl.retrieval.hashindex import HashIndex, HashIndexWriter
+from factrl.retrieval.hashindex import HashIndex, HashIndexWriter, key_hashes
 
 __all__ = [
     "BM25S_FILES",
@@ -133,8 +133,7 @@ def write_vocab(directory: Path, terms: Sequence[str]) -> None:
     directory = Path(directory)
     table = {t: i for i, t in enumerate(terms)}
     table.setdefault("", len(terms))  # bm25s's create_empty_token
-    with (directory / "vocab.index.json").open("w", encoding="utf-8") as fh:
-        json.dump(table, fh, ensure_ascii=False)
+    (directory / "vocab.index.json").write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")
     del table
     encoded = [t.encode("utf-8") for t in terms]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
@@ -144,8 +143,7 @@ def write_vocab(directory: Path, terms: Sequence[str]) -> None:
         fh.write(b"".join(encoded))
     np.save(directory / _VOCAB_OFFSETS, offsets, allow_pickle=False)
     writer = HashIndexWriter()
-    for i, t in enumerate(terms):
-        writer.add(t, i)
+    writer.extend(key_hashes(terms), np.arange(len(terms), dtype=np.int64))
     writer.save(directory, _VOCAB_LOOKUP)
 
 

@@ -59,41 +59,41 @@ def iter_indexed_texts(passages: Sequence[Passage], title_weight: int, start: in
 
 
 class _TermIds:
-    """Word → term id (or -1 for a stopword), each distinct word stemmed once."""
+    """Word → term id (or -1 for a stopword); the words a chunk brings are stemmed together."""
 
     def __init__(self, tokenizer: Any, terms: list[str]) -> None:
-        self._normalise = tokenizer.normalise
+        self._normalise_many = tokenizer.normalise_many
         self.terms = terms
         self.vocab = {t: i for i, t in enumerate(terms)}
         self._words: dict[str, int] = {}
 
-    def _resolve(self, word: str) -> int:
-        term = self._normalise(word)
-        if term is None:
-            tid = -1
-        else:
-            tid = self.vocab.get(term, -2)
-            if tid == -2:
-                tid = self.vocab[term] = len(self.terms)
-                self.terms.append(term)
-        if len(self._words) >= _WORD_CACHE_MAX:
+    def _learn(self, words: list[str]) -> None:
+        if len(self._words) + len(words) > _WORD_CACHE_MAX:
             self._words.clear()
-        self._words[word] = tid
-        return tid
+        new = words
+        vocab, terms, known = self.vocab, self.terms, self._words
+        for word, term in zip(new, self._normalise_many(new)):
+            if term is None:
+                known[word] = -1
+                continue
+            tid = vocab.get(term)
+            if tid is None:
+                tid = vocab[term] = len(terms)
+                terms.append(term)
+            known[word] = tid
 
     def chunk(self, texts: Sequence[str], findall: Callable[[str], list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """Flat term ids (stopwords as -1) and the number of words of each text."""
-        get, resolve = self._words.get, self._resolve
-        flat: list[int] = []
-        counts = np.zeros(len(texts), dtype=np.int64)
-        for i, text in enumerate(texts):
-            words = findall(text.lower())
-            ids = [get(w) for w in words]
-            if None in ids:
-                ids = [resolve(w) if t is None else t for w, t in zip(words, ids)]
-            flat.extend(ids)
-            counts[i] = len(ids)
-        return np.asarray(flat, dtype=np.int64), counts
+        split = [findall(text.lower()) for text in texts]
+        known = self._words
+        # in order of first appearance, so term ids do not depend on hash seeds
+        unknown = list(dict.fromkeys(w for words in split for w in words if w not in known))
+        if unknown:
+            self._learn(unknown)
+        get = self._words.__getitem__
+        counts = np.fromiter((len(words) for words in split), dtype=np.int64, count=len(split))
+        flat = np.fromiter((get(w) for words in split for w in words), dtype=np.int64, count=int(counts.sum()))
+        return flat, counts
 
 
 def _count_chunk(flat: np.ndarray, words: np.ndarray, n_terms: int) -> dict[str, np.ndarray]:

@@ -54,6 +54,11 @@ class HashIndexWriter:
         for key in keys:
             self.add(key, row)
 
+    def extend(self, hashes: np.ndarray, rows: np.ndarray) -> None:
+        """Add already-hashed keys (:func:`key_hashes`) with their rows."""
+        self._hashes.frombytes(np.ascontiguousarray(hashes, dtype=np.uint64).tobytes())
+        self._rows.frombytes(np.ascontiguousarray(rows, dtype=np.int64).tobytes())
+
     def save(self, directory: Path, name: str) -> None:
         hashes = np.frombuffer(self._hashes, dtype=np.uint64) if len(self._hashes) else np.zeros(0, np.uint64)
         rows = np.frombuffer(self._rows, dtype=np.int64) if len(self._rows) else np.zeros(0, np.int64)

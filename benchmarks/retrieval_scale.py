@@ -1,0 +1,370 @@
+"""Retrieval at Wikipedia scale: a synthetic Wikipedia of any size in the papers' dump
+formats, and the scaling table of docs/benchmarks.md (build, load, search, memory).
+
+The corpus: ``--docs`` pages, each a unique title of 1-3 words and 2-6 sentences of 8-20
+words; words are drawn from a Zipfian vocabulary (exponent 1) whose 33 most frequent
+words are bm25s's English stopwords (as in English text, the commonest words are the
+ones BM25 drops) followed by ``--vocab`` pseudo-words ("bakilo", "temura", ...). Pages
+are written as FEVER's ``wiki-pages/wiki-NNN.jsonl`` (``--format fever``), HotpotQA's
+2017 introductions ``AA/wiki_00.bz2`` (``--format wiki2017``) or factrl's ``jsonl`` with
+the sentences and ids given (``--format jsonl``: what the code before the streaming
+build reads). Queries (``queries.jsonl``, ``{"id", "text"}``): 6 non-stopwords of one
+sentence of a random page (topped up with random words), as a claim paraphrasing its
+evidence would be.
+
+    # a corpus and its queries
+    python benchmarks/retrieval_scale.py generate --docs 200000 --format fever --out /tmp/scale/200k
+    # the table (corpora generated when missing); heavy: run it at nice 19
+    nice -n 19 python benchmarks/retrieval_scale.py measure --docs 50000 200000 --work /tmp/scale
+    # identical results to the code before the streaming index (a copy of its src/)
+    git archive 4dfdf8d src | tar -x -C /tmp/baseline
+    nice -n 19 python benchmarks/retrieval_scale.py compare --docs 200000 --work /tmp/scale --baseline-src /tmp/baseline/src
+
+Every heavy step runs in its own process under ``/usr/bin/time -v`` (peak RSS) or reports
+its own ``/proc/self/status`` (RSS split into anonymous memory and mapped file pages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+FEVER_PAGES_PER_FILE = 50_000
+WIKI2017_PAGES_PER_FILE = 2_000
+CLI = [sys.executable, "-c", "from factrl.cli import main; main()"]
+
+
+# --- the synthetic Wikipedia ---------------------------------------------------------
+
+
+def pseudo_words(n: int) -> list[str]:
+    """``n`` distinct pronounceable words of 2+ consonant-vowel syllables."""
+    consonants, vowels = "bdfgklmnprstvz", "aeiou"
+    syll = [c + v for c in consonants for v in vowels]  # 70
+    out = []
+    i = 0
+    while len(out) < n:
+        x, word = i + len(syll), []  # skip single-syllable words
+        while x:
+            x, r = divmod(x, len(syll))
+            word.append(syll[r])
+        out.append("".join(reversed(word)))
+        i += 1
+    return out
+
+
+class Vocabulary:
+    def __init__(self, n_words: int, seed: int) -> None:
+        from bm25s.stopwords import STOPWORDS_EN
+
+        # roughly their order of frequency in English text
+        order = ("the of and to a in is was for that on as with by it at be this are or an not but they their "
+                 "there will if into no such these then").split()
+        self.stop = [w for w in order if w in STOPWORDS_EN] + [w for w in STOPWORDS_EN if w not in order]
+        self.words = np.array(self.stop + pseudo_words(n_words), dtype=object)
+        ranks = np.arange(1, len(self.words) + 1, dtype=np.float64)
+        p = 1.0 / ranks
+        self.cdf = np.cumsum(p / p.sum())
+        content = p[len(self.stop):]
+        self.content_cdf = np.cumsum(content / content.sum())
+        self.rng = np.random.default_rng(seed)
+
+    def sample(self, n: int) -> np.ndarray:
+        return np.minimum(np.searchsorted(self.cdf, self.rng.random(n)), len(self.words) - 1)
+
+    def sample_content(self, n: int) -> np.ndarray:
+        idx = np.searchsorted(self.content_cdf, self.rng.random(n))
+        return np.minimum(idx, len(self.content_cdf) - 1) + len(self.stop)
+
+
+def _pages(n_docs: int, vocab: Vocabulary, query_docs: dict[int, int], queries: list[tuple[int, str]],
+           chunk: int = 5_000):
+    """Yield ``(title, sentences)`` pages; record a query for the pages in ``query_docs``."""
+    rng, words, n_stop = vocab.rng, vocab.words, len(vocab.stop)
+    titles: set[str] = set()
+    for start in range(0, n_docs, chunk):
+        n = min(chunk, n_docs - start)
+        n_sents = rng.integers(2, 7, size=n)
+        lengths = rng.integers(8, 21, size=int(n_sents.sum()))
+        ids = vocab.sample(int(lengths.sum()))
+        title_len = rng.integers(1, 4, size=n)
+        title_ids = vocab.sample_content(int(title_len.sum()))
+        w = t = s = 0
+        for i in range(n):
+            title = " ".join(x.capitalize() for x in words[title_ids[t : t + title_len[i]]])
+            t += title_len[i]
+            base, k = title, 1
+            while title in titles:
+                k += 1
+                title = f"{base} ({k})"
+            titles.add(title)
+            sentences = []
+            for _ in range(n_sents[i]):
+                sent_ids = ids[w : w + lengths[s]]
+                w += lengths[s]
+                s += 1
+                sentences.append((sent_ids, " ".join(words[sent_ids])))
+            qi = query_docs.get(start + i)
+            if qi is not None:
+                sent_ids = sentences[int(rng.integers(len(sentences)))][0]
+                content = [int(x) for x in sent_ids if x >= n_stop]
+                content = list(dict.fromkeys(content))[:6]
+                content += vocab.sample_content(6 - len(content)).tolist()
+                queries.append((qi, " ".join(words[content])))
+            yield title, [text[0].upper() + text[1:] for _, text in sentences]
+
+
+def fever_id(title: str) -> str:
+    return title.replace(" ", "_").replace("(", "-LRB-").replace(")", "-RRB-")
+
+
+def generate(n_docs: int, out: Path, fmt: str, *, n_queries: int = 1000, n_vocab: int = 1_000_000, seed: int = 0,
+             compress: bool = True) -> None:
+    """Write the corpus (``out/corpus``) and ``out/queries.jsonl``."""
+    vocab = Vocabulary(n_vocab, seed)
+    rng = np.random.default_rng(seed + 1)
+    picks = rng.choice(n_docs, size=min(n_queries, n_docs), replace=False)
+    query_docs = {int(d): i for i, d in enumerate(picks.tolist())}
+    queries: list[tuple[int, str]] = []
+    corpus = out / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    fh = None
+    t0 = time.perf_counter()
+    for i, (title, sentences) in enumerate(_pages(n_docs, vocab, query_docs, queries)):
+        if fmt == "fever":
+            if i % FEVER_PAGES_PER_FILE == 0:
+                fh and fh.close()
+                (corpus / "wiki-pages").mkdir(exist_ok=True)
+                fh = (corpus / "wiki-pages" / f"wiki-{i // FEVER_PAGES_PER_FILE + 1:03d}.jsonl").open("w", encoding="utf-8")
+                if i == 0:
+                    fh.write(json.dumps({"id": "", "text": "", "lines": ""}) + "\n")  # as the real dump opens
+            toks = [s + " ." for s in sentences]
+            lines = "\n".join(f"{j}\t{s}" + ("\t" + sentences[j].split(" ", 1)[0] if j % 2 else "")
+                              for j, s in enumerate(toks))
+            row = {"id": fever_id(title), "text": " ".join(toks) + " ", "lines": lines}
+        elif fmt == "wiki2017":
+            if i % WIKI2017_PAGES_PER_FILE == 0:
+                fh and fh.close()
+                f = i // WIKI2017_PAGES_PER_FILE
+                sub = corpus / (chr(65 + f // 2600 % 26) + chr(65 + f // 100 % 26))
+                sub.mkdir(exist_ok=True)
+                name = f"wiki_{f % 100:02d}" + (".bz2" if compress else "")
+                fh = bz2.open(sub / name, "wt", encoding="utf-8") if compress else (sub / name).open("w", encoding="utf-8")
+            text = [s + "." if j == 0 else " " + s + "." for j, s in enumerate(sentences)]
+            row = {"id": str(i + 1), "url": f"https://en.wikipedia.org/wiki?curid={i + 1}", "title": title,
+                   "text": text, "charoffset": [], "text_with_links": text, "charoffset_with_links": []}
+        elif fmt == "jsonl":  # the same pages as fever_wiki reads them, in factrl's jsonl
+            if fh is None:
+                fh = (corpus / "corpus.jsonl").open("w", encoding="utf-8")
+            pid = fever_id(title)
+            row = {"id": pid, "title": title, "sentences": [s + " ." for s in sentences],
+                   "sentence_ids": [f"{pid}_sentence_{j}" for j in range(len(sentences))]}
+        else:
+            raise SystemExit(f"unknown format {fmt!r}")
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if (i + 1) % 200_000 == 0:
+            print(f"[generate] {i + 1}/{n_docs} pages, {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    fh and fh.close()
+    with (out / "queries.jsonl").open("w", encoding="utf-8") as q:
+        for qi, text in sorted(queries):
+            q.write(json.dumps({"id": f"q{qi}", "text": text}) + "\n")
+    (out / "corpus.json").write_text(json.dumps({"docs": n_docs, "format": fmt, "vocab": n_vocab, "seed": seed,
+                                                 "queries": len(queries)}) + "\n")
+
+
+# --- measuring -----------------------------------------------------------------------
+
+
+def _status() -> dict[str, float]:
+    """This process's memory (GB) from /proc/self/status."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
+            out[key] = int(value.split()[0]) / 1e6  # kB → GB
+    return out
+
+
+def probe(index: Path, queries_path: Path, *, kernel: str, threads: int, n: int, batch: int, k: int) -> dict:
+    """Load an index and time searches (in this process; run it in a fresh one)."""
+    t0 = time.perf_counter()
+    from factrl.retrieval.index import load_index
+
+    before = _status()
+    ix = load_index(index, options={"kernel": kernel, "n_threads": threads})
+    load_s = time.perf_counter() - t0
+    after_load = _status()
+    qs = [json.loads(line)["text"] for line in queries_path.open(encoding="utf-8")]
+    qs = (qs * (n // len(qs) + 1))[:n]
+    t1 = time.perf_counter()
+    ix.search(qs[:batch], k)  # first batch: cold pages (and numba's compile on a first run)
+    first_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    hits = 0
+    for s in range(0, n, batch):
+        hits += sum(len(h) for h in ix.search(qs[s : s + batch], k))
+    search_s = time.perf_counter() - t2
+    return {"kernel": ix.backend.kernel if hasattr(ix.backend, "kernel") else None, "threads": threads,
+            "n_passages": len(ix), "load_s": load_s, "rss_before_load_gb": before, "rss_after_load_gb": after_load,
+            "first_batch_s": first_s, "queries": n, "batch": batch, "k": k, "search_s": search_s,
+            "queries_per_s": n / search_s, "mean_hits": hits / n, "rss_after_search_gb": _status()}
+
+
+def timed(cmd: list[str], *, env: dict | None = None) -> dict:
+    """Run ``cmd`` under /usr/bin/time -v; wall seconds and peak RSS (GB)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    return {"wall_s": wall, "peak_rss_gb": int(rss.group(1)) / 1e6 if rss else None, "stdout": proc.stdout[-2000:],
+            "stderr_tail": proc.stderr[-3000:]}
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k"
+
+
+def _probe_cmd(index: Path, queries: Path, kernel: str, threads: int, n: int) -> dict:
+    cmd = [sys.executable, __file__, "probe", "--index", str(index), "--queries", str(queries), "--kernel", kernel,
+           "--threads", str(threads), "--n", str(n)]
+    r = timed(cmd)
+    res = json.loads(r["stdout"].strip().splitlines()[-1])
+    res["process_peak_rss_gb"] = r["peak_rss_gb"]
+    return res
+
+
+def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int], n_queries: int,
+            reference_max: int) -> list[dict]:
+    rows = []
+    for n in sizes:
+        d = work / _label(n)
+        if not (d / "queries.jsonl").is_file():
+            t = time.perf_counter()
+            generate(n, d, "fever")
+            print(f"[measure] generated {n} pages in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
+        ix = d / "index"
+        row: dict = {"docs": n, "corpus_bytes": du(d / "corpus")}
+        if not (ix / "manifest.json").is_file():
+            b = timed([*CLI, "index", "build", "--corpus", str(d / "corpus"), "--corpus-format", "fever_wiki",
+                       "--out", str(ix), "--overwrite"])
+            row["build"] = {k: b[k] for k in ("wall_s", "peak_rss_gb")}
+            (d / "build.json").write_text(json.dumps(b, indent=2))
+        else:
+            b = json.loads((d / "build.json").read_text())
+            row["build"] = {k: b[k] for k in ("wall_s", "peak_rss_gb")}
+        manifest = json.loads((ix / "manifest.json").read_text())
+        row["passages"] = manifest["corpus"]["n_passages"]
+        row["index_bytes"] = du(ix)
+        row["probes"] = []
+        for kernel in kernels:
+            if kernel == "reference" and n > reference_max:
+                continue
+            for t in threads:
+                res = _probe_cmd(ix, d / "queries.jsonl", kernel, t, n_queries if kernel != "reference" else 200)
+                row["probes"].append(res)
+                print(f"[measure] {_label(n)} {kernel} x{t}: load {res['load_s']:.1f}s, "
+                      f"{res['queries_per_s']:.0f} q/s", file=sys.stderr, flush=True)
+        s = timed([*CLI, "search", "--index", str(ix), "--queries", str(d / "queries.jsonl"), "--k", "10",
+                   "--out", str(d / "hits.jsonl"), "--quiet"])
+        row["cli_search"] = {"wall_s": s["wall_s"], "peak_rss_gb": s["peak_rss_gb"], "says": s["stdout"].strip()}
+        rows.append(row)
+        (work / "scale.json").write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                                     "rows": rows}, indent=2))
+    return rows
+
+
+def compare(n: int, work: Path, baseline_src: Path) -> dict:
+    """Build and search one corpus with the code in ``baseline_src`` and with this one."""
+    d = work / f"{_label(n)}-jsonl"
+    if not (d / "queries.jsonl").is_file():
+        generate(n, d, "jsonl")
+    corpus, queries = d / "corpus" / "corpus.jsonl", d / "queries.jsonl"
+    out = {}
+    for name, env in (("before", {**os.environ, "PYTHONPATH": str(baseline_src)}), ("after", dict(os.environ))):
+        ix = d / f"index-{name}"
+        build = timed([*CLI, "index", "build", "--corpus", str(corpus), "--out", str(ix), "--overwrite"], env=env)
+        search = timed([*CLI, "search", "--index", str(ix), "--queries", str(queries), "--k", "10",
+                        "--out", str(d / f"hits-{name}.jsonl"), "--quiet"], env=env)
+        out[name] = {"build_wall_s": build["wall_s"], "build_peak_rss_gb": build["peak_rss_gb"],
+                     "index_bytes": du(ix), "search_wall_s": search["wall_s"],
+                     "search_peak_rss_gb": search["peak_rss_gb"], "search_says": search["stdout"].strip()}
+    before = [json.loads(line) for line in (d / "hits-before.jsonl").open()]
+    after = [json.loads(line) for line in (d / "hits-after.jsonl").open()]
+    same = tie_only = other = 0
+    for a, b in zip(before, after):
+        ka = [(h["passage_id"], h["score"]) for h in a["hits"]]
+        kb = [(h["passage_id"], h["score"]) for h in b["hits"]]
+        if ka == kb:
+            same += 1
+            continue
+        last = ka[-1][1] if ka else None
+        if [s for _, s in ka] == [s for _, s in kb] and \
+                [x for x in ka if x[1] != last] == [x for x in kb if x[1] != last]:
+            tie_only += 1  # the old argpartition kept another passage of the k-th place's score
+        else:
+            other += 1
+    out["queries"] = len(after)
+    out["identical"], out["differ_only_among_ties_at_k"], out["differ_otherwise"] = same, tie_only, other
+    (d / "compare.json").write_text(json.dumps(out, indent=2))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate")
+    g.add_argument("--docs", type=int, required=True)
+    g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--format", choices=["fever", "wiki2017", "jsonl"], default="fever")
+    g.add_argument("--queries", type=int, default=1000)
+    g.add_argument("--vocab", type=int, default=1_000_000)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--no-compress", action="store_true", help="wiki2017: plain wiki_NN files")
+    m = sub.add_parser("measure")
+    m.add_argument("--docs", type=int, nargs="+", required=True)
+    m.add_argument("--work", type=Path, required=True)
+    m.add_argument("--kernels", nargs="+", default=["numba", "numpy", "reference"])
+    m.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    m.add_argument("--queries", type=int, default=2000)
+    m.add_argument("--reference-max", type=int, default=2_000_000, help="largest corpus the reference kernel runs on")
+    c = sub.add_parser("compare")
+    c.add_argument("--docs", type=int, default=200_000)
+    c.add_argument("--work", type=Path, required=True)
+    c.add_argument("--baseline-src", type=Path, required=True, help="src/ of the code to compare with")
+    p = sub.add_parser("probe", help="(internal) load an index and time searches, print JSON")
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--queries", type=Path, required=True)
+    p.add_argument("--kernel", default="auto")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--k", type=int, default=10)
+    a = ap.parse_args()
+    if a.cmd == "generate":
+        generate(a.docs, a.out, a.format, n_queries=a.queries, n_vocab=a.vocab, seed=a.seed, compress=not a.no_compress)
+    elif a.cmd == "measure":
+        print(json.dumps(measure(a.docs, a.work, a.kernels, a.threads, a.queries, a.reference_max), indent=2))
+    elif a.cmd == "compare":
+        print(json.dumps(compare(a.docs, a.work, a.baseline_src), indent=2))
+    else:
+        print(json.dumps(probe(a.index, a.queries, kernel=a.kernel, threads=a.threads, n=a.n, batch=a.batch, k=a.k)))
+
+
+if __name__ == "__main__":
+    main()
