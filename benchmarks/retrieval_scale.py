@@ -2,9 +2,11 @@
 formats, and the scaling table of docs/benchmarks.md (build, load, search, memory).
 
 The corpus: ``--docs`` pages, each a unique title of 1-3 words and 2-6 sentences of 8-20
-words; words are drawn from a Zipfian vocabulary (exponent 1) whose 33 most frequent
-words are bm25s's English stopwords (as in English text, the commonest words are the
-ones BM25 drops) followed by ``--vocab`` pseudo-words ("bakilo", "temura", ...). Pages
+words; words are drawn from a Zipfian vocabulary (exponent 1) whose 150 most frequent
+words are English's commonest words in about their order of frequency ("the", "of",
+"and", ..., "he", "his", "from", ...: 33 of them are bm25s's stopwords, the others are
+indexed, so queries meet long posting lists as real claims do) followed by ``--vocab``
+pseudo-words ("bakilo", "temura", ...). Pages
 are written as FEVER's ``wiki-pages/wiki-NNN.jsonl`` (``--format fever``), HotpotQA's
 2017 introductions ``AA/wiki_00.bz2`` (``--format wiki2017``) or factrl's ``jsonl`` with
 the sentences and ids given (``--format jsonl``: what the code before the streaming
@@ -39,6 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
+# English's commonest words, roughly by frequency (the head of the synthetic vocabulary)
+COMMON_ENGLISH = """the of and to a in is was for that on as with by he it at from his be this are or an which
+not but had first they their were also one has her its have been she new two after there who all will if
+into other when more time no year some these city about many then only such than can most years later
+would over world made up known out school part between during under while team three both film state
+national university may since through where states united season used american first him early war life
+series music any several area each well included became de age later album population second four day
+began south north including best people them de work played like high before against game however"""
 FEVER_PAGES_PER_FILE = 50_000
 WIKI2017_PAGES_PER_FILE = 2_000
 CLI = [sys.executable, "-c", "from factrl.cli import main; main()"]
@@ -67,10 +77,10 @@ class Vocabulary:
     def __init__(self, n_words: int, seed: int) -> None:
         from bm25s.stopwords import STOPWORDS_EN
 
-        # roughly their order of frequency in English text
-        order = ("the of and to a in is was for that on as with by it at be this are or an not but they their "
-                 "there will if into no such these then").split()
-        self.stop = [w for w in order if w in STOPWORDS_EN] + [w for w in STOPWORDS_EN if w not in order]
+        common = [w for w in COMMON_ENGLISH.split() if len(w) > 1 or w == "a"]
+        common += [w for w in STOPWORDS_EN if w not in common]
+        self.stop = list(dict.fromkeys(common))  # the head of the distribution (not all dropped by BM25)
+        self.stopwords = frozenset(STOPWORDS_EN)
         self.words = np.array(self.stop + pseudo_words(n_words), dtype=object)
         ranks = np.arange(1, len(self.words) + 1, dtype=np.float64)
         p = 1.0 / ranks
@@ -90,7 +100,8 @@ class Vocabulary:
 def _pages(n_docs: int, vocab: Vocabulary, query_docs: dict[int, int], queries: list[tuple[int, str]],
            chunk: int = 5_000):
     """Yield ``(title, sentences)`` pages; record a query for the pages in ``query_docs``."""
-    rng, words, n_stop = vocab.rng, vocab.words, len(vocab.stop)
+    rng, words = vocab.rng, vocab.words
+    indexed = np.array([w not in vocab.stopwords for w in words[: len(vocab.stop)]] + [True], dtype=bool)
     titles: set[str] = set()
     for start in range(0, n_docs, chunk):
         n = min(chunk, n_docs - start)
@@ -117,7 +128,7 @@ def _pages(n_docs: int, vocab: Vocabulary, query_docs: dict[int, int], queries: 
             qi = query_docs.get(start + i)
             if qi is not None:
                 sent_ids = sentences[int(rng.integers(len(sentences)))][0]
-                content = [int(x) for x in sent_ids if x >= n_stop]
+                content = [int(x) for x in sent_ids if indexed[min(int(x), len(indexed) - 1)]]
                 content = list(dict.fromkeys(content))[:6]
                 content += vocab.sample_content(6 - len(content)).tolist()
                 queries.append((qi, " ".join(words[content])))
@@ -178,6 +189,13 @@ def generate(n_docs: int, out: Path, fmt: str, *, n_queries: int = 1000, n_vocab
     with (out / "queries.jsonl").open("w", encoding="utf-8") as q:
         for qi, text in sorted(queries):
             q.write(json.dumps({"id": f"q{qi}", "text": text}) + "\n")
+    # A worst case: 6 of the commonest indexed words (long lists, low scores) per query.
+    head = np.array([i for i, w in enumerate(vocab.stop) if w not in vocab.stopwords])
+    weights = 1.0 / (head + 1.0)
+    with (out / "queries_common.jsonl").open("w", encoding="utf-8") as q:
+        for qi in range(n_queries):
+            picks = rng.choice(head, size=6, replace=False, p=weights / weights.sum())
+            q.write(json.dumps({"id": f"c{qi}", "text": " ".join(vocab.words[picks])}) + "\n")
     (out / "corpus.json").write_text(json.dumps({"docs": n_docs, "format": fmt, "vocab": n_vocab, "seed": seed,
                                                  "queries": len(queries)}) + "\n")
 
@@ -195,8 +213,9 @@ def _status() -> dict[str, float]:
     return out
 
 
-def probe(index: Path, queries_path: Path, *, kernel: str, threads: int, n: int, batch: int, k: int) -> dict:
-    """Load an index and time searches (in this process; run it in a fresh one)."""
+def probe(index: Path, query_files: list[Path], *, kernel: str, threads: int, n: int, batch: int, k: int) -> dict:
+    """Load an index and time searches over each query file (in this process; run it in
+    a fresh one)."""
     t0 = time.perf_counter()
     from factrl.retrieval.index import load_index
 
@@ -204,20 +223,24 @@ def probe(index: Path, queries_path: Path, *, kernel: str, threads: int, n: int,
     ix = load_index(index, options={"kernel": kernel, "n_threads": threads})
     load_s = time.perf_counter() - t0
     after_load = _status()
-    qs = [json.loads(line)["text"] for line in queries_path.open(encoding="utf-8")]
-    qs = (qs * (n // len(qs) + 1))[:n]
-    t1 = time.perf_counter()
-    ix.search(qs[:batch], k)  # first batch: cold pages (and numba's compile on a first run)
-    first_s = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    hits = 0
-    for s in range(0, n, batch):
-        hits += sum(len(h) for h in ix.search(qs[s : s + batch], k))
-    search_s = time.perf_counter() - t2
-    return {"kernel": ix.backend.kernel if hasattr(ix.backend, "kernel") else None, "threads": threads,
-            "n_passages": len(ix), "load_s": load_s, "rss_before_load_gb": before, "rss_after_load_gb": after_load,
-            "first_batch_s": first_s, "queries": n, "batch": batch, "k": k, "search_s": search_s,
-            "queries_per_s": n / search_s, "mean_hits": hits / n, "rss_after_search_gb": _status()}
+    out = {"kernel": getattr(ix.backend, "kernel", None), "threads": threads, "n_passages": len(ix), "load_s": load_s,
+           "rss_before_load_gb": before, "rss_after_load_gb": after_load, "batch": batch, "k": k, "sets": {}}
+    for path in query_files:
+        qs = [json.loads(line)["text"] for line in path.open(encoding="utf-8")]
+        qs = (qs * (n // len(qs) + 1))[:n]
+        t1 = time.perf_counter()
+        ix.search(qs[:batch], k)  # first batch: cold pages (and numba's compile on a first run)
+        first_s = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        hits = work = 0
+        for s in range(0, n, batch):
+            hits += sum(len(h) for h in ix.search(qs[s : s + batch], k))
+            work += getattr(getattr(ix.backend, "_kernel", None), "work", 0)
+        search_s = time.perf_counter() - t2
+        out["sets"][path.stem] = {"first_batch_s": first_s, "queries": n, "search_s": search_s,
+                                  "queries_per_s": n / search_s, "mean_hits": hits / n, "work_per_query": work / n}
+    out["rss_after_search_gb"] = _status()
+    return out
 
 
 def timed(cmd: list[str], *, env: dict | None = None) -> dict:
@@ -240,8 +263,8 @@ def _label(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k"
 
 
-def _probe_cmd(index: Path, queries: Path, kernel: str, threads: int, n: int) -> dict:
-    cmd = [sys.executable, __file__, "probe", "--index", str(index), "--queries", str(queries), "--kernel", kernel,
+def _probe_cmd(index: Path, queries: list[Path], kernel: str, threads: int, n: int) -> dict:
+    cmd = [sys.executable, __file__, "probe", "--index", str(index), "--queries", *map(str, queries), "--kernel", kernel,
            "--threads", str(threads), "--n", str(n)]
     r = timed(cmd)
     res = json.loads(r["stdout"].strip().splitlines()[-1])
@@ -276,10 +299,12 @@ def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int]
             if kernel == "reference" and n > reference_max:
                 continue
             for t in threads:
-                res = _probe_cmd(ix, d / "queries.jsonl", kernel, t, n_queries if kernel != "reference" else 200)
+                res = _probe_cmd(ix, [d / "queries.jsonl", d / "queries_common.jsonl"], kernel, t,
+                                 n_queries if kernel != "reference" else 200)
                 row["probes"].append(res)
-                print(f"[measure] {_label(n)} {kernel} x{t}: load {res['load_s']:.1f}s, "
-                      f"{res['queries_per_s']:.0f} q/s", file=sys.stderr, flush=True)
+                rates = ", ".join(f"{name} {v['queries_per_s']:.0f} q/s" for name, v in res["sets"].items())
+                print(f"[measure] {_label(n)} {kernel} x{t}: load {res['load_s']:.1f}s, {rates}", file=sys.stderr,
+                      flush=True)
         s = timed([*CLI, "search", "--index", str(ix), "--queries", str(d / "queries.jsonl"), "--k", "10",
                    "--out", str(d / "hits.jsonl"), "--quiet"])
         row["cli_search"] = {"wall_s": s["wall_s"], "peak_rss_gb": s["peak_rss_gb"], "says": s["stdout"].strip()}
@@ -339,7 +364,7 @@ def main() -> None:
     m = sub.add_parser("measure")
     m.add_argument("--docs", type=int, nargs="+", required=True)
     m.add_argument("--work", type=Path, required=True)
-    m.add_argument("--kernels", nargs="+", default=["numba", "numpy", "reference"])
+    m.add_argument("--kernels", nargs="+", default=["maxscore", "numba", "numpy", "reference"])
     m.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     m.add_argument("--queries", type=int, default=2000)
     m.add_argument("--reference-max", type=int, default=2_000_000, help="largest corpus the reference kernel runs on")
@@ -349,7 +374,7 @@ def main() -> None:
     c.add_argument("--baseline-src", type=Path, required=True, help="src/ of the code to compare with")
     p = sub.add_parser("probe", help="(internal) load an index and time searches, print JSON")
     p.add_argument("--index", type=Path, required=True)
-    p.add_argument("--queries", type=Path, required=True)
+    p.add_argument("--queries", type=Path, nargs="+", required=True)
     p.add_argument("--kernel", default="auto")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--n", type=int, default=2000)

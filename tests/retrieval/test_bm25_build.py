@@ -76,8 +76,8 @@ def brute_force(passages: list[Passage], settings: dict, ids: list[int], k: int,
     return nz[order].tolist(), scores[nz][order].tolist()
 
 
-KERNELS = ["numpy", "reference", pytest.param("numba", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("numba") is None, reason="numba is not installed"))]
+NO_NUMBA = pytest.mark.skipif(__import__("importlib").util.find_spec("numba") is None, reason="numba is not installed")
+KERNELS = ["numpy", "reference", pytest.param("numba", marks=NO_NUMBA), pytest.param("maxscore", marks=NO_NUMBA)]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -111,7 +111,7 @@ def test_kernels_agree_with_each_other(tmp_path: Path) -> None:
     r = BM25Retriever.build(passages, tmp_path / "bm25", kernel="numpy")
     queries = [" ".join(np.random.default_rng(i).choice(WORDS, size=6).tolist()) for i in range(50)]
     want = r.rank(queries, 10)
-    names = ["reference"] + (["numba"] if __import__("importlib").util.find_spec("numba") else [])
+    names = ["reference"] + (["numba", "maxscore"] if __import__("importlib").util.find_spec("numba") else [])
     for name in names:
         r.kernel = name
         got = r.rank(queries, 10)
@@ -170,3 +170,25 @@ def test_old_index_with_json_vocabulary_only_still_loads(tmp_path: Path) -> None
     old = BM25Retriever.load(passages, tmp_path / "bm25", r.params(), mmap=False)
     assert type(old._vocab).__name__ == "DictVocab"
     assert old.rank(queries, 5) == want
+
+
+@NO_NUMBA
+def test_maxscore_prunes_and_still_equals_the_exhaustive_walk(tmp_path: Path) -> None:
+    # Zipfian words: a few common, low-scoring terms with long lists, many rare ones.
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}x" for i in range(3000)]
+    p = 1.0 / np.arange(1, len(vocab) + 1)
+    p /= p.sum()
+    passages = [Passage(id=f"d{i}#0", doc_id=f"d{i}", text=" ".join(rng.choice(vocab, size=int(rng.integers(5, 40)), p=p)))
+                for i in range(4000)]
+    r = BM25Retriever.build(passages, tmp_path / "bm25", kernel="numpy")
+    queries = [" ".join(rng.choice(vocab, size=6, p=p)) for _ in range(150)]
+    queries += [f"{vocab[0]} {vocab[1]} {vocab[i]} {vocab[i + 1]} {vocab[0]}" for i in range(500, 560)]  # repeats too
+    exhaustive = {k: r.rank(queries, k) for k in (1, 5, 10)}
+    m = r._matrix
+    postings = sum(int(m.indptr[t + 1] - m.indptr[t]) for q in queries for t in set(r._term_ids(q)))
+    r.kernel = "maxscore"
+    for k, want in exhaustive.items():
+        assert r.rank(queries, k) == want, k
+    assert r._kernel.work < postings / 2  # most of the long lists were skipped
+    assert not r._kernel._scratch.acc.any()  # scratch left clean for the next batch

@@ -15,7 +15,11 @@ Kernels (:data:`TOPK_KERNELS`) differ only in how they get there:
   (the path used before the streaming index; kept for comparison);
 * ``"numpy"`` — touches only the passages on the query's posting lists;
 * ``"numba"`` — the same walk compiled (needs ``numba``, the ``fast`` extra), a batch of
-  queries per call with the GIL released, so threads run in parallel.
+  queries per call with the GIL released, so threads run in parallel;
+* ``"maxscore"`` — compiled too, with MaxScore pruning: terms in decreasing order of their
+  largest score (``colmax.npy``), and once the terms left cannot lift a new passage into
+  the top ``k`` their long lists are only consulted for the passages already met; the
+  survivors are scored again exactly (``auto`` picks it when numba is installed).
 
 All return passages with a score > 0, best first, equal scores by passage row, and at
 the ``k``-th place among equal scores the lowest rows (``"reference"`` picks any of them,
@@ -38,18 +42,21 @@ from factrl.retrieval.hashindex import HashIndex, HashIndexWriter, key_hashes
 
 __all__ = [
     "BM25S_FILES",
+    "COLMAX_FILE",
     "DictVocab",
     "MappedVocab",
     "ScoreMatrix",
     "TOPK_KERNELS",
     "TopKKernel",
     "check_kernel",
+    "column_max",
     "load_vocab",
     "make_kernel",
     "numba_available",
     "write_vocab",
 ]
 
+COLMAX_FILE = "colmax.npy"
 BM25S_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json",
                "params.index.json")
 _VOCAB_TERMS, _VOCAB_OFFSETS, _VOCAB_LOOKUP = "vocab.terms.bin", "vocab.offsets.npy", "vocab"
@@ -62,20 +69,50 @@ Ranked = tuple[list[int], list[float]]
 
 
 class ScoreMatrix:
-    """bm25s's saved score matrix (memory-mapped unless ``mmap=False``)."""
+    """bm25s's saved score matrix (memory-mapped unless ``mmap=False``). Rows are sorted
+    within each column (bm25s's builders and factrl's both sort them)."""
 
-    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int) -> None:
+    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int,
+                 colmax: np.ndarray | None = None) -> None:
         self.data, self.indices, self.indptr, self.num_docs = data, indices, indptr, int(num_docs)
+        self._colmax = colmax
+        self._lock = threading.Lock()
 
     @classmethod
     def load(cls, directory: Path, num_docs: int, *, mmap: bool = True) -> "ScoreMatrix":
         mode = "r" if mmap else None
-        arrays = [np.asarray(np.load(Path(directory) / f, mmap_mode=mode, allow_pickle=False)) for f in BM25S_FILES[:3]]
-        return cls(*arrays, num_docs=num_docs)
+        directory = Path(directory)
+        arrays = [np.asarray(np.load(directory / f, mmap_mode=mode, allow_pickle=False)) for f in BM25S_FILES[:3]]
+        colmax = None
+        if (directory / COLMAX_FILE).is_file():
+            colmax = np.asarray(np.load(directory / COLMAX_FILE, mmap_mode=mode, allow_pickle=False))
+            if colmax.shape[0] != arrays[2].shape[0] - 1:
+                colmax = None  # not this matrix's: computed again when needed
+        return cls(*arrays, num_docs=num_docs, colmax=colmax)
+
+    @property
+    def colmax(self) -> np.ndarray:
+        """Each column's largest score (a term's bound), computed on first use when the
+        index has no ``colmax.npy``."""
+        with self._lock:
+            if self._colmax is None:
+                self._colmax = column_max(self.data, self.indptr)
+            return self._colmax
 
     @property
     def n_terms(self) -> int:
         return int(self.indptr.shape[0] - 1)
+
+
+def column_max(data: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """The largest entry of each column (0 for an empty one), float32."""
+    starts = np.asarray(indptr[:-1])
+    nonempty = np.flatnonzero(np.diff(indptr) > 0)
+    out = np.zeros(len(starts), dtype=np.float32)
+    if nonempty.size:
+        # segments between consecutive non-empty starts are exactly those columns
+        out[nonempty] = np.maximum.reduceat(np.asarray(data), starts[nonempty])
+    return out
 
 
 # --- the vocabulary ------------------------------------------------------------------
@@ -182,12 +219,12 @@ def numba_available() -> bool:
 
 
 def check_kernel(name: str) -> str:
-    """The kernel ``name`` resolves to (``"auto"``: numba when installed, else numpy);
-    an unknown name or a missing numba raises here, before any work."""
+    """The kernel ``name`` resolves to (``"auto"``: maxscore when numba is installed,
+    else numpy); an unknown name or a missing numba raises here, before any work."""
     if name == "auto":
-        return "numba" if numba_available() else "numpy"
+        return "maxscore" if numba_available() else "numpy"
     TOPK_KERNELS.get(name)
-    if name == "numba" and not numba_available():
+    if name in ("numba", "maxscore") and not numba_available():
         raise ImportError("the numba BM25 kernel needs numba: pip install 'factrl[fast]' (or use kernel=numpy)")
     return name
 
@@ -318,6 +355,39 @@ class NumbaKernel:
         scores = np.zeros((len(queries), k), dtype=np.float32)
         counts = np.zeros(len(queries), dtype=np.int64)
         self._run(m.data, m.indices, m.indptr, terms, offsets, k, s.acc, s.touched, docs, scores, counts)
+        return [(docs[i, :n].tolist(), scores[i, :n].tolist()) for i, n in enumerate(counts.tolist())]
+
+
+@TOPK_KERNELS.register("maxscore")
+class MaxScoreKernel:
+    """The numba walk with MaxScore pruning (see ``_bm25_numba.maxscore_batch``): the long
+    lists of common, low-scoring terms are mostly skipped; results are the same."""
+
+    name = "maxscore"
+
+    def __init__(self, matrix: ScoreMatrix) -> None:
+        from factrl.retrieval._bm25_numba import maxscore_batch
+
+        self.m = matrix
+        self._run = maxscore_batch
+        self._scratch = _Scratch()
+        self.work = 0  # postings and lookups of the last call (for benchmarks)
+
+    def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
+        m, s = self.m, self._scratch
+        if s.acc is None:
+            s.acc = np.zeros(m.num_docs, dtype=np.float32)
+            s.touched = np.zeros(m.num_docs, dtype=np.int64)
+        offsets = np.zeros(len(queries) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries)), out=offsets[1:])
+        terms = np.fromiter((t for q in queries for t in q), dtype=np.int64, count=int(offsets[-1]))
+        docs = np.zeros((len(queries), k), dtype=np.int64)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        counts = np.zeros(len(queries), dtype=np.int64)
+        work = np.zeros(len(queries), dtype=np.int64)
+        self._run(m.data, m.indices, m.indptr, m.colmax, terms, offsets, k, s.acc, s.touched, docs, scores, counts,
+                  work)
+        self.work = int(work.sum())
         return [(docs[i, :n].tolist(), scores[i, :n].tolist()) for i, n in enumerate(counts.tolist())]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from factrl.retrieval.bm25_arrays import write_vocab
+from factrl.retrieval.bm25_arrays import COLMAX_FILE, column_max, write_vocab
 from factrl.types import Passage
 
 __all__ = ["BuildStats", "build_matrix", "iter_indexed_texts"]
@@ -223,6 +223,7 @@ def _assemble(work: Path, directory: Path, n_parts: int, n_docs: int, n_terms: i
             say(f"bm25 assemble: {i + 1}/{len(parts)} chunks")
     data.flush()
     indices.flush()
+    np.save(directory / COLMAX_FILE, column_max(data, indptr), allow_pickle=False)  # MaxScore's term bounds
     del data, indices
     np.save(directory / "indptr.csc.index.npy", indptr, allow_pickle=False)
     params = {"k1": model.k1, "b": model.b, "delta": model.delta, "method": model.method,
