@@ -94,7 +94,7 @@ def topk_batch(data, indices, indptr, terms, offsets, k, acc, touched, out_docs,
 # --- MaxScore: the same results, most of the long posting lists skipped ---------------
 
 _EPS = 1e-4  # relative slack for float32 rounding (scores summed in another order)
-_THETA_SAMPLE = 32_768  # candidates whose k-th best bounds the threshold while scanning
+_THETA_SAMPLE = 4_096  # candidates whose k-th best bounds the threshold while scanning
 
 
 @numba.njit(inline="always")
