@@ -231,16 +231,26 @@ def probe(index: Path, query_files: list[Path], *, kernel: str, threads: int, n:
         t1 = time.perf_counter()
         ix.search(qs[:batch], k)  # first batch: cold pages (and numba's compile on a first run)
         first_s = time.perf_counter() - t1
-        t2 = time.perf_counter()
+        t2, c2, f2 = time.perf_counter(), time.process_time(), _major_faults()
         hits = work = 0
         for s in range(0, n, batch):
             hits += sum(len(h) for h in ix.search(qs[s : s + batch], k))
             work += getattr(getattr(ix.backend, "_kernel", None), "work", 0)
-        search_s = time.perf_counter() - t2
+        search_s, cpu_s = time.perf_counter() - t2, time.process_time() - c2
+        # On a shared machine wall time measures the others' load too; CPU seconds measure
+        # the code (threads' CPU adds up, so per CPU-second is per core).
         out["sets"][path.stem] = {"first_batch_s": first_s, "queries": n, "search_s": search_s,
-                                  "queries_per_s": n / search_s, "mean_hits": hits / n, "work_per_query": work / n}
+                                  "queries_per_s": n / search_s, "search_cpu_s": cpu_s,
+                                  "queries_per_cpu_s": n / cpu_s, "major_faults": _major_faults() - f2,
+                                  "mean_hits": hits / n, "work_per_query": work / n}
     out["rss_after_search_gb"] = _status()
     return out
+
+
+def _major_faults() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
 
 
 def timed(cmd: list[str], *, env: dict | None = None) -> dict:
@@ -250,8 +260,14 @@ def timed(cmd: list[str], *, env: dict | None = None) -> dict:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    return {"wall_s": wall, "peak_rss_gb": int(rss.group(1)) / 1e6 if rss else None, "stdout": proc.stdout[-2000:],
+    def grab(pattern: str) -> float | None:
+        m = re.search(pattern, proc.stderr)
+        return float(m.group(1)) if m else None
+
+    rss = grab(r"Maximum resident set size \(kbytes\): (\d+)")
+    cpu = (grab(r"User time \(seconds\): ([\d.]+)") or 0.0) + (grab(r"System time \(seconds\): ([\d.]+)") or 0.0)
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": rss / 1e6 if rss else None,
+            "major_faults": grab(r"Major \(requiring I/O\) page faults: (\d+)"), "stdout": proc.stdout[-2000:],
             "stderr_tail": proc.stderr[-3000:]}
 
 
@@ -273,7 +289,7 @@ def _probe_cmd(index: Path, queries: list[Path], kernel: str, threads: int, n: i
 
 
 def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int], n_queries: int,
-            reference_max: int) -> list[dict]:
+            reference_max: int, tag: str = "", cli_search: bool = True) -> list[dict]:
     rows = []
     for n in sizes:
         d = work / _label(n)
@@ -286,11 +302,13 @@ def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int]
         if not (ix / "manifest.json").is_file():
             b = timed([*CLI, "index", "build", "--corpus", str(d / "corpus"), "--corpus-format", "fever_wiki",
                        "--out", str(ix), "--overwrite"])
-            row["build"] = {k: b[k] for k in ("wall_s", "peak_rss_gb")}
             (d / "build.json").write_text(json.dumps(b, indent=2))
         else:
             b = json.loads((d / "build.json").read_text())
-            row["build"] = {k: b[k] for k in ("wall_s", "peak_rss_gb")}
+        row["build"] = {k: b.get(k) for k in ("wall_s", "cpu_s", "peak_rss_gb", "major_faults")}
+        if row["build"]["cpu_s"] is None:  # a build.json from before cpu_s was parsed
+            m = [float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", b["stderr_tail"])]
+            row["build"]["cpu_s"] = sum(m) if m else None
         manifest = json.loads((ix / "manifest.json").read_text())
         row["passages"] = manifest["corpus"]["n_passages"]
         row["index_bytes"] = du(ix)
@@ -302,14 +320,17 @@ def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int]
                 res = _probe_cmd(ix, [d / "queries.jsonl", d / "queries_common.jsonl"], kernel, t,
                                  n_queries if kernel != "reference" else 200)
                 row["probes"].append(res)
-                rates = ", ".join(f"{name} {v['queries_per_s']:.0f} q/s" for name, v in res["sets"].items())
+                rates = ", ".join(f"{name} {v['queries_per_s']:.0f} q/s ({v['queries_per_cpu_s']:.0f} per CPU-s)"
+                                  for name, v in res["sets"].items())
                 print(f"[measure] {_label(n)} {kernel} x{t}: load {res['load_s']:.1f}s, {rates}", file=sys.stderr,
                       flush=True)
-        s = timed([*CLI, "search", "--index", str(ix), "--queries", str(d / "queries.jsonl"), "--k", "10",
-                   "--out", str(d / "hits.jsonl"), "--quiet"])
-        row["cli_search"] = {"wall_s": s["wall_s"], "peak_rss_gb": s["peak_rss_gb"], "says": s["stdout"].strip()}
+        if cli_search:
+            s = timed([*CLI, "search", "--index", str(ix), "--queries", str(d / "queries.jsonl"), "--k", "10",
+                       "--out", str(d / "hits.jsonl"), "--quiet"])
+            row["cli_search"] = {"wall_s": s["wall_s"], "cpu_s": s["cpu_s"], "peak_rss_gb": s["peak_rss_gb"],
+                                 "says": s["stdout"].strip()}
         rows.append(row)
-        (work / "scale.json").write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        (work / f"scale{'-' + tag if tag else ''}.json").write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                                      "rows": rows}, indent=2))
     return rows
 
@@ -368,6 +389,8 @@ def main() -> None:
     m.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     m.add_argument("--queries", type=int, default=2000)
     m.add_argument("--reference-max", type=int, default=2_000_000, help="largest corpus the reference kernel runs on")
+    m.add_argument("--tag", default="", help="results go to WORK/scale-TAG.json")
+    m.add_argument("--no-cli-search", action="store_true")
     c = sub.add_parser("compare")
     c.add_argument("--docs", type=int, default=200_000)
     c.add_argument("--work", type=Path, required=True)
@@ -384,7 +407,8 @@ def main() -> None:
     if a.cmd == "generate":
         generate(a.docs, a.out, a.format, n_queries=a.queries, n_vocab=a.vocab, seed=a.seed, compress=not a.no_compress)
     elif a.cmd == "measure":
-        print(json.dumps(measure(a.docs, a.work, a.kernels, a.threads, a.queries, a.reference_max), indent=2))
+        print(json.dumps(measure(a.docs, a.work, a.kernels, a.threads, a.queries, a.reference_max, a.tag,
+                                 not a.no_cli_search), indent=2))
     elif a.cmd == "compare":
         print(json.dumps(compare(a.docs, a.work, a.baseline_src), indent=2))
     else:

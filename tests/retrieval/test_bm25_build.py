@@ -191,4 +191,21 @@ def test_maxscore_prunes_and_still_equals_the_exhaustive_walk(tmp_path: Path) ->
     for k, want in exhaustive.items():
         assert r.rank(queries, k) == want, k
     assert r._kernel.work < postings / 2  # most of the long lists were skipped
-    assert not r._kernel._scratch.acc.any()  # scratch left clean for the next batch
+    (acc, _), = r._kernel._scratch._free  # one call at a time: one set of scratch arrays
+    assert not acc.any()  # left clean for the next batch
+
+
+@pytest.mark.parametrize("kernel", ["numpy", pytest.param("maxscore", marks=NO_NUMBA)])
+def test_concurrent_callers_share_a_few_scratch_arrays(tmp_path: Path, kernel: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    passages = random_passages(300, seed=9)
+    r = BM25Retriever.build(passages, tmp_path / "bm25", kernel=kernel)
+    queries = [" ".join(np.random.default_rng(i).choice(WORDS, size=5).tolist()) for i in range(40)]
+    want = r.rank(queries, 5)
+    with ThreadPoolExecutor(8) as pool:  # many threads, as a server's pool: results unchanged
+        got = list(pool.map(lambda i: r.rank(queries[i : i + 5], 5), range(0, 40, 5)))
+    assert [x for part in got for x in part] == want
+    assert 1 <= r._kernel._scratch.held <= 8
+    for acc, _ in r._kernel._scratch._free:
+        assert not acc.any()

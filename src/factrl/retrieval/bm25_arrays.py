@@ -252,10 +252,29 @@ def _select(cands: np.ndarray, scores: np.ndarray, k: int) -> Ranked:
     return cands[order].tolist(), scores[order].tolist()
 
 
-class _Scratch(threading.local):
-    acc: np.ndarray | None = None
-    seen: np.ndarray | None = None
-    touched: np.ndarray | None = None
+class _Scratch:
+    """Per-call work arrays, one per passage, kept between calls: a free list rather than
+    per-thread copies, so a server's thread pool holds as many as ran at once (each
+    ``acc`` is all zero again when it comes back)."""
+
+    def __init__(self, n: int, second: Any) -> None:
+        self.n, self.second = n, second
+        self._free: list[tuple[np.ndarray, np.ndarray]] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return np.zeros(self.n, dtype=np.float32), np.zeros(self.n, dtype=self.second)
+
+    def give(self, arrays: tuple[np.ndarray, np.ndarray]) -> None:
+        with self._lock:
+            self._free.append(arrays)
+
+    @property
+    def held(self) -> int:
+        return len(self._free)
 
 
 @TOPK_KERNELS.register("reference")
@@ -295,19 +314,16 @@ class NumpyKernel:
 
     def __init__(self, matrix: ScoreMatrix) -> None:
         self.m = matrix
-        self._scratch = _Scratch()
-
-    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
-        s = self._scratch
-        if s.acc is None:
-            s.acc = np.zeros(self.m.num_docs, dtype=np.float32)
-            s.seen = np.zeros(self.m.num_docs, dtype=bool)
-        assert s.seen is not None
-        return s.acc, s.seen
+        self._scratch = _Scratch(matrix.num_docs, bool)
 
     def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
+        buffers = self._scratch.take()
+        out = self._rank(queries, k, *buffers)
+        self._scratch.give(buffers)  # only when whole: an interrupted call's arrays are dropped
+        return out
+
+    def _rank(self, queries: Sequence[Sequence[int]], k: int, acc: np.ndarray, seen: np.ndarray) -> list[Ranked]:
         m = self.m
-        acc, seen = self._buffers()
         out: list[Ranked] = []
         for ids in queries:
             parts = []
@@ -340,13 +356,10 @@ class NumbaKernel:
 
         self.m = matrix
         self._run = topk_batch
-        self._scratch = _Scratch()
+        self._scratch = _Scratch(matrix.num_docs, np.int64)
 
     def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
-        m, s = self.m, self._scratch
-        if s.acc is None:
-            s.acc = np.zeros(m.num_docs, dtype=np.float32)
-            s.touched = np.zeros(m.num_docs, dtype=np.int64)
+        m = self.m
         lengths = np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries))
         offsets = np.zeros(len(queries) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -354,7 +367,9 @@ class NumbaKernel:
         docs = np.zeros((len(queries), k), dtype=np.int64)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         counts = np.zeros(len(queries), dtype=np.int64)
-        self._run(m.data, m.indices, m.indptr, terms, offsets, k, s.acc, s.touched, docs, scores, counts)
+        acc, touched = self._scratch.take()
+        self._run(m.data, m.indices, m.indptr, terms, offsets, k, acc, touched, docs, scores, counts)
+        self._scratch.give((acc, touched))
         return [(docs[i, :n].tolist(), scores[i, :n].tolist()) for i, n in enumerate(counts.tolist())]
 
 
@@ -370,14 +385,11 @@ class MaxScoreKernel:
 
         self.m = matrix
         self._run = maxscore_batch
-        self._scratch = _Scratch()
+        self._scratch = _Scratch(matrix.num_docs, np.int64)
         self.work = 0  # postings and lookups of the last call (for benchmarks)
 
     def __call__(self, queries: Sequence[Sequence[int]], k: int) -> list[Ranked]:
-        m, s = self.m, self._scratch
-        if s.acc is None:
-            s.acc = np.zeros(m.num_docs, dtype=np.float32)
-            s.touched = np.zeros(m.num_docs, dtype=np.int64)
+        m = self.m
         offsets = np.zeros(len(queries) + 1, dtype=np.int64)
         np.cumsum(np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries)), out=offsets[1:])
         terms = np.fromiter((t for q in queries for t in q), dtype=np.int64, count=int(offsets[-1]))
@@ -385,8 +397,9 @@ class MaxScoreKernel:
         scores = np.zeros((len(queries), k), dtype=np.float32)
         counts = np.zeros(len(queries), dtype=np.int64)
         work = np.zeros(len(queries), dtype=np.int64)
-        self._run(m.data, m.indices, m.indptr, m.colmax, terms, offsets, k, s.acc, s.touched, docs, scores, counts,
-                  work)
+        acc, touched = self._scratch.take()
+        self._run(m.data, m.indices, m.indptr, m.colmax, terms, offsets, k, acc, touched, docs, scores, counts, work)
+        self._scratch.give((acc, touched))
         self.work = int(work.sum())
         return [(docs[i, :n].tolist(), scores[i, :n].tolist()) for i, n in enumerate(counts.tolist())]
 
