@@ -228,9 +228,14 @@ def probe(index: Path, query_files: list[Path], *, kernel: str, threads: int, n:
     for path in query_files:
         qs = [json.loads(line)["text"] for line in path.open(encoding="utf-8")]
         qs = (qs * (n // len(qs) + 1))[:n]
+        # An untimed pass first: the pages these queries need (posting lists, the passages
+        # they return) come into the page cache, numba loads its compiled kernel.
         t1 = time.perf_counter()
-        ix.search(qs[:batch], k)  # first batch: cold pages (and numba's compile on a first run)
+        ix.search(qs[:batch], k)
         first_s = time.perf_counter() - t1
+        for s in range(batch, n, batch):
+            ix.search(qs[s : s + batch], k)
+        warm_s = time.perf_counter() - t1
         t2, c2, f2 = time.perf_counter(), time.process_time(), _major_faults()
         hits = work = 0
         for s in range(0, n, batch):
@@ -239,7 +244,7 @@ def probe(index: Path, query_files: list[Path], *, kernel: str, threads: int, n:
         search_s, cpu_s = time.perf_counter() - t2, time.process_time() - c2
         # On a shared machine wall time measures the others' load too; CPU seconds measure
         # the code (threads' CPU adds up, so per CPU-second is per core).
-        out["sets"][path.stem] = {"first_batch_s": first_s, "queries": n, "search_s": search_s,
+        out["sets"][path.stem] = {"first_batch_s": first_s, "untimed_pass_s": warm_s, "queries": n, "search_s": search_s,
                                   "queries_per_s": n / search_s, "search_cpu_s": cpu_s,
                                   "queries_per_cpu_s": n / cpu_s, "major_faults": _major_faults() - f2,
                                   "mean_hits": hits / n, "work_per_query": work / n}
@@ -253,10 +258,43 @@ def _major_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
 
 
+def _anon_kb(pid: int) -> int:
+    """RssAnon (kB) of ``pid`` and its descendants, from /proc."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    total += int(line.split()[1])
+            for t in Path(f"/proc/{p}/task").iterdir():
+                children = (t / "children").read_text().split()
+                todo.extend(int(c) for c in children)
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def timed(cmd: list[str], *, env: dict | None = None) -> dict:
-    """Run ``cmd`` under /usr/bin/time -v; wall seconds and peak RSS (GB)."""
+    """Run ``cmd`` under /usr/bin/time -v; wall and CPU seconds, peak RSS (GB, mapped file
+    pages included) and peak anonymous memory (GB, sampled every 0.2 s)."""
+    import threading
+
     t0 = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, env=env)
+    child = subprocess.Popen(["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+    peak_anon = [0]
+
+    def sample() -> None:
+        while child.poll() is None:
+            peak_anon[0] = max(peak_anon[0], _anon_kb(child.pid))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = child.communicate()
+    sampler.join()
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
@@ -266,7 +304,7 @@ def timed(cmd: list[str], *, env: dict | None = None) -> dict:
 
     rss = grab(r"Maximum resident set size \(kbytes\): (\d+)")
     cpu = (grab(r"User time \(seconds\): ([\d.]+)") or 0.0) + (grab(r"System time \(seconds\): ([\d.]+)") or 0.0)
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": rss / 1e6 if rss else None,
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": rss / 1e6 if rss else None, "peak_anon_gb": peak_anon[0] / 1e6,
             "major_faults": grab(r"Major \(requiring I/O\) page faults: (\d+)"), "stdout": proc.stdout[-2000:],
             "stderr_tail": proc.stderr[-3000:]}
 
@@ -315,7 +353,7 @@ def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int]
             (d / "build.json").write_text(json.dumps(b, indent=2))
         else:
             b = json.loads((d / "build.json").read_text())
-        row["build"] = {k: b.get(k) for k in ("wall_s", "cpu_s", "peak_rss_gb", "major_faults")}
+        row["build"] = {k: b.get(k) for k in ("wall_s", "cpu_s", "peak_rss_gb", "peak_anon_gb", "major_faults")}
         if row["build"]["cpu_s"] is None:  # a build.json from before cpu_s was parsed
             m = [float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", b["stderr_tail"])]
             row["build"]["cpu_s"] = sum(m) if m else None

@@ -213,7 +213,9 @@ def maxscore_batch(data, indices, indptr, colmax, terms, offsets, k, acc, touche
             t = ut[u]
             w = uw[u]
             s, e = indptr[t], indptr[t + 1]
-            if not following and jj > 0 and m >= k:
+            # A threshold above the bounds left needs partial scores above them, and no
+            # partial score exceeds the bounds already spent: skip the selection until then.
+            if not following and jj > 0 and m >= k and (rest[0] - rest[jj]) * (1.0 + 1e-3) >= rest[jj]:
                 theta = _kth_largest(acc, touched, min(m, _THETA_SAMPLE), k, heap)
                 if theta > 0.0 and rest[jj] < theta * (1.0 - _EPS):
                     following = True
