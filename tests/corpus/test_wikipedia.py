@@ -130,3 +130,26 @@ def test_index_over_fever_dump_answers_the_fever_loader_ids(tmp_path: Path) -> N
     fact = load_dataset("hover", tmp_path, "dev").claims[0].evidence_ids[0]
     wix = build_index(hotpot_dump(tmp_path), tmp_path / "wix", corpus_format="wiki2017", progress=False)
     assert wix.sentence_text(fact) == "Peder Severin Krøyer was their most celebrated member."
+
+
+def test_synthetic_wikipedia_generator_writes_both_dumps(tmp_path: Path) -> None:
+    """benchmarks/retrieval_scale.py's generator: the same pages in FEVER's, HotpotQA's
+    and factrl's layouts, read by the readers with the same sentences."""
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "benchmarks" / "retrieval_scale.py"
+    spec = importlib.util.spec_from_file_location("retrieval_scale", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for fmt in ("fever", "wiki2017", "jsonl"):
+        mod.generate(120, tmp_path / fmt, fmt, n_queries=20, n_vocab=5000, seed=3)
+    fever = list(read_corpus(tmp_path / "fever" / "corpus", "fever_wiki"))
+    hotpot = list(read_corpus(tmp_path / "wiki2017" / "corpus", "wiki2017"))
+    mine = list(read_corpus(tmp_path / "jsonl" / "corpus", "jsonl"))
+    assert len(fever) == len(hotpot) == len(mine) == 120
+    assert [d.title for d in fever] == [d.title for d in hotpot] == [d.title for d in mine]
+    assert [d.sentences for d in fever] == [d.sentences for d in mine]
+    assert [[s.rstrip(" .") for s in d.sentences] for d in fever] == [[s.rstrip(".") for s in d.sentences] for d in hotpot]
+    assert all(2 <= len(d.sentences) <= 6 for d in fever)
+    queries = [json.loads(line) for line in (tmp_path / "fever" / "queries.jsonl").open()]
+    assert len(queries) == 20 and all(len(q["text"].split()) == 6 for q in queries)
