@@ -209,3 +209,29 @@ def test_concurrent_callers_share_a_few_scratch_arrays(tmp_path: Path, kernel: s
     assert 1 <= r._kernel._scratch.held <= 8
     for acc, _ in r._kernel._scratch._free:
         assert not acc.any()
+
+
+@NO_NUMBA
+@pytest.mark.parametrize("block", [1, 3, 64, 1 << 20])
+def test_blocked_walk_adds_each_row_in_term_order_bit_for_bit(tmp_path: Path, block: int) -> None:
+    from factrl.retrieval._bm25_numba import _accumulate
+
+    r = BM25Retriever.build(random_passages(400, seed=3), tmp_path / "bm25", kernel="numpy")
+    m = r._matrix
+    lengths = np.diff(np.asarray(m.indptr))
+    longest = np.argsort(-lengths)[:5]  # long lists overlap in many rows: the order of the sums shows
+    rng = np.random.default_rng(block)
+    for trial in range(20):
+        terms = rng.choice(longest, size=int(rng.integers(1, 7))).astype(np.int64)  # repeats too
+        weights = rng.choice(np.array([1.0, 2.0, 0.7], dtype=np.float32), size=len(terms))
+        want = np.zeros(m.num_docs, dtype=np.float32)
+        for t, w in zip(terms, weights):  # list after list, float32 as the kernel adds
+            s, e = int(m.indptr[t]), int(m.indptr[t + 1])
+            rows = np.asarray(m.indices[s:e])
+            want[rows] = want[rows] + w * np.asarray(m.data[s:e])
+        acc = np.zeros(m.num_docs, dtype=np.float32)
+        touched = np.zeros(m.num_docs, dtype=np.int64)
+        count = _accumulate(m.data, m.indices, m.indptr, terms, weights, acc, touched, 0,
+                            np.empty(len(terms), dtype=np.int64), block)
+        assert np.array_equal(acc.view(np.uint32), want.view(np.uint32)), (block, trial)
+        assert sorted(touched[:count].tolist()) == np.flatnonzero(want).tolist()  # each row once
