@@ -21,6 +21,8 @@ evidence would be.
     # identical results to the code before the streaming index (a copy of its src/)
     git archive 4dfdf8d src | tar -x -C /tmp/baseline
     nice -n 19 python benchmarks/retrieval_scale.py compare --docs 200000 --work /tmp/scale --baseline-src /tmp/baseline/src
+    # docs/benchmarks.md's tables from the result files
+    python benchmarks/retrieval_scale.py table /tmp/scale/scale-*.json
 
 Every heavy step runs in its own process under ``/usr/bin/time -v`` (peak RSS) or reports
 its own ``/proc/self/status`` (RSS split into anonymous memory and mapped file pages).
@@ -420,6 +422,38 @@ def compare(n: int, work: Path, baseline_src: Path) -> dict:
     return out
 
 
+def table(files: list[Path]) -> str:
+    """The markdown tables of docs/benchmarks.md from ``measure``'s result files (rows of
+    the same corpus size merged: builds from any file, probes from all)."""
+    rows: dict[int, dict] = {}
+    for f in files:
+        for r in json.loads(f.read_text())["rows"]:
+            row = rows.setdefault(r["docs"], {**r, "probes": []})
+            row["probes"] += r["probes"]
+            row.setdefault("cli_search", r.get("cli_search"))
+            if r.get("cli_search"):
+                row["cli_search"] = r["cli_search"]
+    out = ["| documents (passages) | build wall / CPU s | build peak RSS GB | index on disk GB | load s | "
+           "anonymous RSS after load GB | `factrl search` 1,000 queries: q/s, peak RSS GB |", "|---|---|---|---|---|---|---|"]
+    for n, r in sorted(rows.items()):
+        b, p0 = r["build"], min(r["probes"], key=lambda p: p["load_s"]) if r["probes"] else None
+        cli = r.get("cli_search") or {}
+        says = re.search(r"\((\d+) queries/s\)", cli.get("says", ""))
+        out.append(f"| {_label(n)} ({r['passages']:,}) | {b['wall_s']:.0f} / {b['cpu_s']:.0f} | {b['peak_rss_gb']:.2f} | "
+                   f"{r['index_bytes'] / 1e9:.2f} | {p0['load_s']:.1f} | {p0['rss_after_load_gb']['RssAnon']:.2f} | "
+                   f"{says.group(1) if says else '–'}, {cli.get('peak_rss_gb') or float('nan'):.2f} |" if p0 else "")
+    out += ["", "| documents | kernel | threads | claim-like queries: q/s (per CPU-s) | common-word queries: q/s (per CPU-s) "
+            "| process peak RSS GB |", "|---|---|---:|---:|---:|---:|"]
+    for n, r in sorted(rows.items()):
+        for p in r["probes"]:
+            sets = p["sets"]
+            cell = lambda name: (f"{sets[name]['queries_per_s']:.0f} ({sets[name]['queries_per_cpu_s']:.0f})"  # noqa: E731
+                                 if name in sets else "–")
+            out.append(f"| {_label(n)} | {p['kernel']} | {p['threads']} | {cell('queries')} | {cell('queries_common')} | "
+                       f"{p.get('process_peak_rss_gb') or float('nan'):.2f} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -444,6 +478,8 @@ def main() -> None:
     c.add_argument("--docs", type=int, default=200_000)
     c.add_argument("--work", type=Path, required=True)
     c.add_argument("--baseline-src", type=Path, required=True, help="src/ of the code to compare with")
+    t = sub.add_parser("table", help="markdown tables from measure's result files")
+    t.add_argument("files", type=Path, nargs="+")
     p = sub.add_parser("probe", help="(internal) load an index and time searches, print JSON")
     p.add_argument("--index", type=Path, required=True)
     p.add_argument("--queries", type=Path, nargs="+", required=True)
@@ -460,6 +496,8 @@ def main() -> None:
                                  not a.no_cli_search), indent=2))
     elif a.cmd == "compare":
         print(json.dumps(compare(a.docs, a.work, a.baseline_src), indent=2))
+    elif a.cmd == "table":
+        print(table(a.files))
     else:
         print(json.dumps(probe(a.index, a.queries, kernel=a.kernel, threads=a.threads, n=a.n, batch=a.batch, k=a.k)))
 
