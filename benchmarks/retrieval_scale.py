@@ -386,25 +386,13 @@ def measure(sizes: list[int], work: Path, kernels: list[str], threads: list[int]
     return rows
 
 
-def compare(n: int, work: Path, baseline_src: Path) -> dict:
-    """Build and search one corpus with the code in ``baseline_src`` and with this one."""
-    d = work / f"{_label(n)}-jsonl"
-    if not (d / "queries.jsonl").is_file():
-        generate(n, d, "jsonl")
-    corpus, queries = d / "corpus" / "corpus.jsonl", d / "queries.jsonl"
-    out = {}
-    for name, env in (("before", {**os.environ, "PYTHONPATH": str(baseline_src)}), ("after", dict(os.environ))):
-        ix = d / f"index-{name}"
-        build = timed([*CLI, "index", "build", "--corpus", str(corpus), "--out", str(ix), "--overwrite"], env=env)
-        search = timed([*CLI, "search", "--index", str(ix), "--queries", str(queries), "--k", "10",
-                        "--out", str(d / f"hits-{name}.jsonl"), "--quiet"], env=env)
-        out[name] = {"build_wall_s": build["wall_s"], "build_peak_rss_gb": build["peak_rss_gb"],
-                     "index_bytes": du(ix), "search_wall_s": search["wall_s"],
-                     "search_peak_rss_gb": search["peak_rss_gb"], "search_says": search["stdout"].strip()}
-    before = [json.loads(line) for line in (d / "hits-before.jsonl").open()]
-    after = [json.loads(line) for line in (d / "hits-after.jsonl").open()]
+def _same_hits(before_file: Path, after_file: Path) -> dict[str, int]:
+    """Per query: identical hits, hits that differ only among passages tied at the k-th
+    score (bm25s's argpartition keeps any of them), or otherwise different."""
+    before = [json.loads(line) for line in before_file.open()]
+    after = [json.loads(line) for line in after_file.open()]
     same = tie_only = other = 0
-    for a, b in zip(before, after):
+    for a, b in zip(before, after, strict=True):
         ka = [(h["passage_id"], h["score"]) for h in a["hits"]]
         kb = [(h["passage_id"], h["score"]) for h in b["hits"]]
         if ka == kb:
@@ -413,11 +401,38 @@ def compare(n: int, work: Path, baseline_src: Path) -> dict:
         last = ka[-1][1] if ka else None
         if [s for _, s in ka] == [s for _, s in kb] and \
                 [x for x in ka if x[1] != last] == [x for x in kb if x[1] != last]:
-            tie_only += 1  # the old argpartition kept another passage of the k-th place's score
+            tie_only += 1
         else:
             other += 1
-    out["queries"] = len(after)
-    out["identical"], out["differ_only_among_ties_at_k"], out["differ_otherwise"] = same, tie_only, other
+    return {"queries": len(after), "identical": same, "differ_only_among_ties_at_k": tie_only, "differ_otherwise": other}
+
+
+def compare(n: int, work: Path, baseline_src: Path, reuse_builds: bool = False) -> dict:
+    """Build and search one corpus with the code in ``baseline_src`` and with this one;
+    ``reuse_builds`` keeps indexes (and their build figures) an earlier compare made."""
+    d = work / f"{_label(n)}-jsonl"
+    if not (d / "queries.jsonl").is_file():
+        generate(n, d, "jsonl")
+    corpus = d / "corpus" / "corpus.jsonl"
+    earlier = json.loads((d / "compare.json").read_text()) if (d / "compare.json").is_file() else {}
+    out: dict = {}
+    for name, env in (("before", {**os.environ, "PYTHONPATH": str(baseline_src)}), ("after", dict(os.environ))):
+        ix = d / f"index-{name}"
+        if reuse_builds and (ix / "manifest.json").is_file() and "build_wall_s" in earlier.get(name, {}):
+            out[name] = {k: earlier[name][k] for k in ("build_wall_s", "build_peak_rss_gb")}
+            out[name]["build_reused_from"] = earlier.get("date", "an earlier compare")
+        else:
+            build = timed([*CLI, "index", "build", "--corpus", str(corpus), "--out", str(ix), "--overwrite"], env=env)
+            out[name] = {"build_wall_s": build["wall_s"], "build_peak_rss_gb": build["peak_rss_gb"]}
+        out[name]["index_bytes"] = du(ix)
+        for qset in ("queries", "queries_common"):
+            search = timed([*CLI, "search", "--index", str(ix), "--queries", str(d / f"{qset}.jsonl"), "--k", "10",
+                            "--out", str(d / f"hits-{qset}-{name}.jsonl"), "--quiet"], env=env)
+            out[name][qset] = {"search_wall_s": search["wall_s"], "search_cpu_s": search["cpu_s"],
+                               "search_peak_rss_gb": search["peak_rss_gb"], "search_says": search["stdout"].strip()}
+    for qset in ("queries", "queries_common"):
+        out[qset] = _same_hits(d / f"hits-{qset}-before.jsonl", d / f"hits-{qset}-after.jsonl")
+    out["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     (d / "compare.json").write_text(json.dumps(out, indent=2))
     return out
 
@@ -478,6 +493,7 @@ def main() -> None:
     c.add_argument("--docs", type=int, default=200_000)
     c.add_argument("--work", type=Path, required=True)
     c.add_argument("--baseline-src", type=Path, required=True, help="src/ of the code to compare with")
+    c.add_argument("--reuse-builds", action="store_true", help="keep the indexes an earlier compare built")
     t = sub.add_parser("table", help="markdown tables from measure's result files")
     t.add_argument("files", type=Path, nargs="+")
     p = sub.add_parser("probe", help="(internal) load an index and time searches, print JSON")
@@ -495,7 +511,7 @@ def main() -> None:
         print(json.dumps(measure(a.docs, a.work, a.kernels, a.threads, a.queries, a.reference_max, a.tag,
                                  not a.no_cli_search), indent=2))
     elif a.cmd == "compare":
-        print(json.dumps(compare(a.docs, a.work, a.baseline_src), indent=2))
+        print(json.dumps(compare(a.docs, a.work, a.baseline_src, a.reuse_builds), indent=2))
     elif a.cmd == "table":
         print(table(a.files))
     else:
