@@ -14,8 +14,8 @@ from factrl.cli.app import app
 
 THREADS_HELP = ("BM25: threads that rank a batch's queries at once (0: one; the numba kernel releases the GIL, "
                 "so threads use cores).")
-KERNEL_HELP = ("BM25 top-k kernel: auto (numba when installed, else numpy), numba, numpy, or reference "
-               "(bm25s's dense scorer, the path before memory-mapped indexes). Results are the same.")
+KERNEL_HELP = ("BM25 top-k kernel: auto (maxscore when numba is installed, else numpy), maxscore, numba, numpy, "
+               "or reference (bm25s's dense scorer, the path before memory-mapped indexes). Results are the same.")
 
 
 def load_options(threads: int, kernel: str | None) -> dict[str, Any]:
