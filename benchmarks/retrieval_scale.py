@@ -456,7 +456,7 @@ def table(files: list[Path]) -> str:
         says = re.search(r"\((\d+) queries/s\)", cli.get("says", ""))
         out.append(f"| {_label(n)} ({r['passages']:,}) | {b['wall_s']:.0f} / {b['cpu_s']:.0f} | {b['peak_rss_gb']:.2f} | "
                    f"{r['index_bytes'] / 1e9:.2f} | {p0['load_s']:.1f} | {p0['rss_after_load_gb']['RssAnon']:.2f} | "
-                   f"{says.group(1) if says else '–'}, {cli.get('peak_rss_gb') or float('nan'):.2f} |" if p0 else "")
+                   + (f"{says.group(1)}, {cli['peak_rss_gb']:.2f} |" if says and cli.get("peak_rss_gb") else "– |") if p0 else "")
     out += ["", "| documents | kernel | threads | claim-like queries: q/s (per CPU-s) | common-word queries: q/s (per CPU-s) "
             "| process peak RSS GB |", "|---|---|---:|---:|---:|---:|"]
     for n, r in sorted(rows.items()):
