@@ -82,9 +82,9 @@ def offline_context(index: Any, max_sentences: int | None = 16) -> Callable[[Any
     """The offline setting's context provider (cited documents' sentences) for an index."""
     if index is None:
         return None
-    from factrl.envs.context import document_context
+    from factrl.envs.context import index_context
 
-    return document_context(index.passages, max_sentences=max_sentences)
+    return index_context(index, max_sentences=max_sentences)
 
 
 CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the cited documents "
