@@ -76,7 +76,6 @@ def export_verifier_cmd(
     factrl-verifier (delta + manifest with the held-out metrics and checksums)."""
     import json
     import shlex
-    import sys
     from dataclasses import fields
 
     from factrl.verifier.asset import VerifierAssetError, load_verifier, ship_verifier, verifier_asset_dir
@@ -100,7 +99,9 @@ def export_verifier_cmd(
         raise typer.BadParameter(str(exc), param_hint="--run") from None
     report = evaluate_pairs(verifier, held)
     (run / "held_out.json").write_text(json.dumps(report, indent=2) + "\n")
-    this = "factrl " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    this = " ".join(["factrl export verifier --run", shlex.quote(str(run)),
+                     *(["--out", shlex.quote(str(out))] if out else []),
+                     *(["--data-dir", shlex.quote(str(data_dir))] if data_dir else [])])
     manifest = ship_verifier(final, out or verifier_asset_dir(), held_out=report, commands=[*command, this])
     for source, block in report["sources"].items():
         for subset, m in block.items():

@@ -129,9 +129,12 @@ def make_retrieve_verify(deps: EnvDeps | None = None, **params: object) -> Retri
     config = RetrieveVerifyConfig(**params)  # type: ignore[arg-type]
     verifier = deps.lms.get("verifier") if deps.lms else None
     if verifier is None:
-        from factrl.verifier.asset import load_verifier
+        from factrl.verifier.asset import VerifierAssetError, load_verifier
 
-        verifier = load_verifier(config.verifier, precision=config.precision)
+        try:
+            verifier = load_verifier(config.verifier, precision=config.precision)
+        except VerifierAssetError as exc:  # a set-up problem: the caller reports it as such
+            raise ValueError(f"retrieve_verify: {exc}") from None
     return RetrieveVerifyEnv(deps.retriever, verifier, config)
 
 

@@ -112,7 +112,7 @@ def _folder(name: str) -> Path:
 def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "fp32") -> CrossEncoderVerifier:
     """A ready verifier (shared per process: loading costs ~1 s); see the module doc."""
     folder = _folder(name)
-    info = _read(folder)
+    info = verifier_manifest(folder) if name.strip().lower() == VERIFIER_NAME else _read(folder)
     stamp = info.get("sha256") or (folder / DELTA_FILE).stat().st_mtime_ns
     return _load(str(folder), str(stamp), precision)
 
