@@ -38,6 +38,10 @@ def train_verifier_cmd(
     base: str = typer.Option("all-MiniLM-L6-v2", "--base", help="The encoder to start from: the embedded "
                              "MiniLM, or a local transformers folder."),
     max_train_pairs: int = typer.Option(None, "--max-train-pairs", help="Train on a seeded subset (smoke runs)."),
+    repeat: list[str] = typer.Option([], "--repeat", help="SOURCE=N: that source's training pairs N times an "
+                                     "epoch (repeatable), e.g. scifact=2."),
+    init_from: Path = typer.Option(None, "--init-from", help="Start from a trained verifier (RUN/final): "
+                                   "continued training."),
     max_minutes: float = typer.Option(None, "--max-minutes", help="Stop (with a checkpoint) after this long; "
                                       "run the same command again to resume."),
     save_minutes: float = typer.Option(5.0, "--save-minutes"),
@@ -48,7 +52,11 @@ def train_verifier_cmd(
     from factrl.verifier.train import VerifierTrainConfig, train_verifier
 
     try:
-        config = VerifierTrainConfig(
+        factors = {k.strip(): int(v) for k, _, v in (r.partition("=") for r in repeat)}
+    except ValueError:
+        raise typer.BadParameter(f"--repeat takes SOURCE=N, got {repeat}", param_hint="--repeat") from None
+    try:
+        config = VerifierTrainConfig(repeat=factors, init_from=str(init_from) if init_from else None,
             data_dir=str(data_dir), sources=_sources(sources), epochs=epochs, batch_size=batch_size,
             learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2.0 * lora_r, max_length=max_length,
             held_out=held_out, validation=validation, seed=seed, base=base, max_train_pairs=max_train_pairs,

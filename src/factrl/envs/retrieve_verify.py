@@ -45,9 +45,10 @@ class RetrieveVerifyConfig:
             raise ValueError(f"granularity must be 'sentence' or 'unit', got {self.granularity!r}")
 
 
-def _texts(hits: list[Hit], config: RetrieveVerifyConfig) -> tuple[list[str], list[str]]:
-    """``(ids, texts)`` of what is scored: each sentence (with its evidence id) or unit."""
-    ids, texts = [], []
+def _texts(hits: list[Hit], config: RetrieveVerifyConfig) -> tuple[list[str], list[str], list[str]]:
+    """``(ids, texts, units)`` of what is scored: each sentence (with its evidence id) or
+    unit, and the unit each comes from."""
+    ids, texts, units = [], [], []
     for h in hits:
         p = h.passage
         parts = (list(zip(p.sentence_ids, p.sentences)) if config.granularity == "sentence" and p.sentences
@@ -55,7 +56,8 @@ def _texts(hits: list[Hit], config: RetrieveVerifyConfig) -> tuple[list[str], li
         for sid, text in parts:
             ids.append(sid)
             texts.append(f"{p.title}: {text}" if config.with_title and p.title else text)
-    return ids, texts
+            units.append(p.id)
+    return ids, texts, units
 
 
 class RetrieveVerifyEnv:
@@ -88,12 +90,12 @@ class RetrieveVerifyEnv:
         t0 = time.perf_counter()
         hits = self.retriever.search([query], self.config.top_k)[0]
         t1 = time.perf_counter()
-        ids, texts = _texts(hits, self.config)
+        ids, texts, units = _texts(hits, self.config)
         probs = self.verifier.predict([claim.text] * len(texts), texts)
         t2 = time.perf_counter()
         v = aggregate_verdict(probs, ids, self._thresholds(), max_evidence=self.config.max_evidence)
-        scored = [{"id": i, "support": round(float(p[0]), 4), "refute": round(float(p[1]), 4),
-                   "nei": round(float(p[2]), 4)} for i, p in zip(ids, probs)]
+        scored = [{"id": i, "unit": u, "support": round(float(p[0]), 4), "refute": round(float(p[1]), 4),
+                   "nei": round(float(p[2]), 4)} for i, u, p in zip(ids, units, probs)]
         self._result = EpisodeResult(
             verdict=Verdict(label=v.label, evidence_ids=v.evidence_ids, format_ok=True, answered=True),
             searches=[query], retrieved_ids=list(dict.fromkeys(h.passage.id for h in hits)),

@@ -66,6 +66,8 @@ class VerifierTrainConfig:
     warmup_ratio: float = 0.06
     class_weighting: str = "sqrt"  # or "none"
     max_train_pairs: int | None = None  # a seeded subset (smoke runs and tests)
+    repeat: dict[str, int] = field(default_factory=dict)  # source -> times its training pairs appear an epoch
+    init_from: str | None = None  # start from a trained delta (a run's final/ folder): continued training
     max_minutes: float | None = None
     save_minutes: float = 5.0
     log_seconds: float = 30.0
@@ -80,6 +82,9 @@ class VerifierTrainConfig:
             raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}")
         if not self.sources:
             raise ValueError("at least one pair source is needed")
+        bad = {k: v for k, v in self.repeat.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
+        if bad:
+            raise ValueError(f"repeat factors must be integers >= 1, got {bad}")
         SplitFractions(self.held_out, self.validation, self.split_seed)
 
     @property
@@ -95,6 +100,7 @@ class VerifierTrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["sources"] = list(self.sources)
+        d["repeat"] = dict(self.repeat)
         return d
 
     @classmethod
@@ -258,6 +264,7 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     train = [p for p in pairs if p.split == "train"]
     if config.max_train_pairs is not None:
         train = random.Random(config.seed).sample(train, min(config.max_train_pairs, len(train)))
+    train = [p for p in train for _ in range(config.repeat.get(p.source, 1))]
     if not train:
         raise ValueError("no training pairs (every group fell in validation or held_out?)")
     fingerprint = _fingerprint(pairs) + ":" + _fingerprint(train)
@@ -266,6 +273,11 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     from factrl.verifier.model import build_cross_encoder, load_delta
 
     model, tokenizer = build_cross_encoder(config.model_config())
+    if config.init_from:
+        from safetensors.torch import load_file
+
+        load_delta(model, load_file(str(Path(config.init_from) / DELTA_FILE)))
+        log(f"[factrl verifier] starting from the delta in {config.init_from}")
     enc = tokenizer([p.claim for p in train], [p.evidence for p in train], truncation="longest_first",
                     max_length=config.max_length)
     enc = {k: enc[k] for k in ("input_ids", "token_type_ids") if k in enc}
