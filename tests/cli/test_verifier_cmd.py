@@ -107,3 +107,16 @@ def test_a_missing_verifier_is_a_clear_error(index, tmp_path, monkeypatch):
     r = runner.invoke(app, ["verify", "Glaciers melt.", "--index", str(index), "--agent", "retrieve_verify"])
     assert r.exit_code != 0
     assert "verifier is not installed" in (r.output + str(r.exception))
+
+
+def test_the_demo_prints_the_verifier_beside_the_agent(shipped, index, capsys):
+    from factrl.demo.__main__ import _verifier_verdicts
+    from factrl.retrieval.index import load_index
+    from factrl.types import Claim
+
+    claims = [Claim(id="a", text="Glaciers have retreated since 1850.", label="SUPPORT"),
+              Claim(id="b", text="Sourdough needs commercial yeast.", label="REFUTE")]
+    got = _verifier_verdicts(claims, load_index(index), str(shipped))
+    assert set(got) == {"a", "b"} and all(t.verdict.label is not None and t.error is None for t in got.values())
+    assert _verifier_verdicts(claims, load_index(index), str(index)) == {}  # not a verifier: a note, no crash
+    assert "no verifier verdicts" in capsys.readouterr().out
