@@ -116,6 +116,35 @@ def test_a_budgeted_run_resumes_to_the_same_delta(tiny_base, tmp_path, monkeypat
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+
+def test_finish_calibrates_the_checkpoint_without_more_steps(tiny_base, tmp_path, monkeypatch):
+    """--finish: a run cut by its budget writes final/ from the checkpoint's delta, takes
+    no step, and records the steps done against those planned."""
+    from safetensors.torch import load_file
+
+    import factrl.verifier.train as train_mod
+    from factrl.verifier.asset import load_verifier
+    from factrl.verifier.train import train_verifier
+
+    pairs = _pairs(24)
+    ticks = iter(range(10**6))
+    with monkeypatch.context() as m:
+        m.setattr(train_mod.time, "monotonic", lambda: float(next(ticks)))
+        cut = train_verifier(_config(tiny_base, max_minutes=10 / 60), tmp_path / "cut", pairs=pairs,
+                             log=lambda s: None)
+    assert cut.status == "budget" and 0 < cut.step < cut.total_steps
+    saved = torch.load(tmp_path / "cut" / "checkpoint.pt", map_location="cpu", weights_only=True)
+    logs: list[str] = []
+    done = train_verifier(_config(tiny_base), tmp_path / "cut", pairs=pairs, log=logs.append, finish=True)
+    assert done.status == "done" and done.step == cut.step < done.total_steps
+    assert any("finishing early" in s for s in logs)
+    info = json.loads((done.final_dir / "verifier.json").read_text())
+    assert info["training"]["steps"] == cut.step and info["training"]["planned_steps"] == cut.total_steps
+    assert info["training"]["finished_early"] is True and info["temperature"] > 0
+    final = load_file(str(done.final_dir / "delta.safetensors"))
+    assert all(torch.equal(final[k], saved["delta"][k]) for k in final)  # the checkpoint's delta, untouched
+    assert load_verifier(str(done.final_dir)).predict(["a claim"], ["some evidence"]).shape == (1, 3)
+
 def test_resuming_with_other_settings_or_data_is_refused(tiny_base, tmp_path):
     from factrl.verifier.train import train_verifier
 

@@ -46,6 +46,8 @@ def train_verifier_cmd(
                                       "run the same command again to resume."),
     save_minutes: float = typer.Option(5.0, "--save-minutes"),
     threads: int = typer.Option(1, "--threads", help="torch threads (keep 1 on a shared machine)."),
+    finish: bool = typer.Option(False, "--finish", help="Take no more steps: calibrate the checkpoint's delta and "
+                                "write OUT/final/ now (when the planned steps will not fit the time there is)."),
 ) -> None:
     """Train the verifier cross-encoder from the embedded MiniLM (resumable, time-budgeted);
     when done, calibrate on the validation split and write OUT/final/."""
@@ -64,7 +66,7 @@ def train_verifier_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     try:
-        outcome = train_verifier(config, out, log=lambda s: typer.echo(s, err=True))
+        outcome = train_verifier(config, out, log=lambda s: typer.echo(s, err=True), finish=finish)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

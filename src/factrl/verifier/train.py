@@ -249,9 +249,12 @@ def _nll(logits: np.ndarray, targets: Sequence[int], t: float) -> float:
 
 
 def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
-                   log: Callable[[str], None] = print, pairs: Sequence[Pair] | None = None) -> TrainOutcome:
+                   log: Callable[[str], None] = print, pairs: Sequence[Pair] | None = None,
+                   finish: bool = False) -> TrainOutcome:
     """Train (or resume) in ``out_dir``; see the module doc. ``pairs`` replaces the built
-    pairs (tests)."""
+    pairs (tests). ``finish``: take no more steps: calibrate what the checkpoint holds and
+    write ``final/`` now (a run whose planned steps will not fit the time there is; the
+    info records the steps done against those planned)."""
     import torch
 
     out_dir = Path(out_dir)
@@ -329,7 +332,7 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     epoch_cache: dict[int, list[list[int]]] = {}
     status = "done"
     try:
-        while step < total:
+        while step < total and not finish:
             if config.max_minutes is not None and time.monotonic() - started > config.max_minutes * 60:
                 status = "budget"
                 break
@@ -370,9 +373,13 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     if status == "budget":
         log(f"[factrl verifier] time budget spent at step {step}/{total}; checkpoint {ckpt} (run again to resume)")
         return TrainOutcome("budget", step, total)
-    log("[factrl verifier] training done; calibrating on the validation split")
+    if step < total:
+        log(f"[factrl verifier] finishing early at step {step}/{total}; calibrating on the validation split")
+    else:
+        log("[factrl verifier] training done; calibrating on the validation split")
     final = finalize(model, tokenizer, pairs, config, out_dir,
-                     {"steps": step, "train_pairs_used": len(train), "loss_ema": loss_ema,
+                     {"steps": step, "planned_steps": total, "finished_early": step < total,
+                      "train_pairs_used": len(train), "loss_ema": loss_ema,
                       "train_minutes": (seen_before + time.monotonic() - started) / 60})
     info = json.loads((final / INFO_FILE).read_text())
     v = info["validation"]["all"]
