@@ -10,6 +10,8 @@ transport failure).
         --concurrency 64 --requests 2000
 
 ``--unique`` appends the request number to each query so that no request is a cache hit.
+``--claims`` may also be a queries file of ``factrl search`` (``{"id", "text"}`` lines),
+e.g. the synthetic Wikipedia's of ``benchmarks/retrieval_scale.py``.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def main() -> None:
     if not (args.index or args.url):
         ap.error("give --index or --url")
 
-    queries = [json.loads(line)["claim"] for line in args.claims.open(encoding="utf-8")]
+    rows = [json.loads(line) for line in args.claims.open(encoding="utf-8") if line.strip()]
+    queries = [row["claim"] if "claim" in row else row["text"] for row in rows]
     proc = None
     url = args.url
     if url is None:

@@ -213,3 +213,33 @@ class LogRecords:
 
     def __exit__(self, *exc: object) -> None:
         self.logger.removeHandler(self.handler)
+
+
+class KeywordVerifier:
+    """A deterministic stand-in for the cross-encoder verifier (the PairVerifier protocol):
+    evidence containing "not" or "never" refutes (P(REFUTE) 0.9), evidence sharing at least
+    two words of four or more letters with the claim supports (P(SUPPORT) 0.8), anything
+    else is NOT ENOUGH INFO (0.8). Records every (claim, evidence) pair it scores."""
+
+    name = "keyword-verifier"
+
+    def __init__(self, support: float = 0.5, refute: float = 0.5):
+        from factrl.verifier.scoring import Thresholds
+
+        self.thresholds = Thresholds(support=support, refute=refute)
+        self.calls: list[tuple[str, str]] = []
+
+    def predict(self, claims, evidence):
+        import numpy as np
+
+        rows = []
+        for c, e in zip(claims, evidence):
+            self.calls.append((c, e))
+            words = set(re.findall(r"[a-z]{4,}", e.lower()))
+            if {"not", "never"} & set(re.findall(r"\w+", e.lower())):
+                rows.append([0.05, 0.9, 0.05])
+            elif len(set(re.findall(r"[a-z]{4,}", c.lower())) & words) >= 2:
+                rows.append([0.8, 0.1, 0.1])
+            else:
+                rows.append([0.1, 0.1, 0.8])
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 3)

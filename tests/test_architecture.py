@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"episode"},  # one episode's state machine
     {"rewards"},  # scoring of one trajectory for training
     {"envs", "metrics"},  # agents' environments | scoring of runs (independent siblings)
-    {"lm", "retrieval", "datasets", "presets"},  # backends and data
+    {"lm", "retrieval", "verifier", "datasets", "presets"},  # backends and data
     {"corpus"},  # documents, sentences, readers
     {"protocol"},  # the text protocol every reader of model text shares
     {"types", "labels", "registry", "serving", "factrl"},  # records, label vocabularies, registries

@@ -72,3 +72,27 @@ def test_no_progress_silences_the_build_messages(tmp_path: Path) -> None:
     assert loud.exit_code == 0 and quiet.exit_code == 0, quiet.output
     assert "building bm25" in loud.output and "building bm25" not in quiet.output
     assert "Built bm25 index" in quiet.output
+
+
+def test_build_a_fever_dump_folder_and_resume(tmp_path: Path) -> None:
+    dump = tmp_path / "wiki-pages"
+    dump.mkdir()
+    (dump / "wiki-001.jsonl").write_text((FIXTURE.parent / "wikipedia" / "fever-wiki-001.jsonl").read_text())
+    args = ["index", "build", "--corpus", str(dump), "--out", str(tmp_path / "ix"), "--corpus-format", "fever_wiki",
+            "--resume", "--no-progress"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "5 documents" in first.stdout
+    # the finished index is not rebuilt: --resume does not replace --overwrite
+    again = runner.invoke(app, args)
+    assert again.exit_code == 1 and "already holds an index" in again.output
+    (tmp_path / "ix" / "manifest.json").unlink()  # as if the process had died before its manifest
+    resumed = runner.invoke(app, [*args[:-1], "--progress"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "the passage store is complete" in resumed.output
+
+
+def test_unknown_kernel_is_one_clear_line(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["index", "build", "--corpus", str(FIXTURE), "--out", str(tmp_path / "ix"),
+                            "--param", "kernel=fastest", "--no-progress"])
+    assert r.exit_code == 1 and "unknown BM25 top-k kernel 'fastest'" in r.output

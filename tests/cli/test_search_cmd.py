@@ -65,3 +65,18 @@ def test_malformed_query_line(index_dir: Path, tmp_path: Path, line: str, reason
 def test_missing_index(tmp_path: Path) -> None:
     result = runner.invoke(app, ["search", "--index", str(tmp_path / "none"), "--queries", str(FIXTURES / "mini_queries.jsonl"), "--out", str(tmp_path / "o.jsonl")])
     assert result.exit_code == 1 and "index directory not found" in result.stderr
+
+
+@pytest.mark.parametrize("extra", [["--kernel", "numpy", "--threads", "2"], ["--kernel", "reference"]])
+def test_kernels_and_threads_give_the_same_file(index_dir: Path, tmp_path: Path, extra: list[str]) -> None:
+    base = ["search", "--index", str(index_dir), "--queries", str(FIXTURES / "mini_queries.jsonl"), "--quiet"]
+    assert runner.invoke(app, [*base, "--out", str(tmp_path / "a.jsonl")]).exit_code == 0
+    r = runner.invoke(app, [*base, "--out", str(tmp_path / "b.jsonl"), *extra])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+
+
+def test_bad_kernel_is_an_error(index_dir: Path, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["search", "--index", str(index_dir), "--queries", str(FIXTURES / "mini_queries.jsonl"),
+                            "--out", str(tmp_path / "x.jsonl"), "--kernel", "fastest"])
+    assert r.exit_code == 1 and "unknown BM25 top-k kernel 'fastest'" in r.output

@@ -82,9 +82,9 @@ def offline_context(index: Any, max_sentences: int | None = 16) -> Callable[[Any
     """The offline setting's context provider (cited documents' sentences) for an index."""
     if index is None:
         return None
-    from factrl.envs.context import document_context
+    from factrl.envs.context import index_context
 
-    return document_context(index.passages, max_sentences=max_sentences)
+    return index_context(index, max_sentences=max_sentences)
 
 
 CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the cited documents "
@@ -107,7 +107,8 @@ LM_CACHE_HELP = ("For --model openai:MODEL: a sqlite file caching the API's resp
 LM_TIMEOUT_HELP = ("For --model openai:MODEL: seconds to wait for one whole response before retrying (default 60); "
                    "a CPU server's batch of long prompts may need minutes.")
 VERIFIER_HELP = ("Binary RAR (--agent rar): the model that verifies responses, extracts and judges atomic "
-                 "claims (default: --model itself); same forms as --model.")
+                 "claims (default: --model itself); same forms as --model, or 'factrl-verifier' (the trained "
+                 "cross-encoder: it scores responses and judges claims; --model extracts them).")
 NO_REPEAT_NGRAM_HELP = ("Repetition guard: never generate a token that repeats an N-token sequence of the same "
                         "model turn (0 = off); local models only. Stops a small model looping on one evidence id "
                         "(see docs/benchmarks.md for its measured effect).")

@@ -107,13 +107,30 @@ def eval_(
                                   model=model)
     scorer = build_scorer(reward, reward_param, make_env)
     local = {**on_device, "max_batch_size": lm_batch} if on_device else {}
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model),
-                 **(local if remote_backend(model) is None else {}))
+    from factrl.envs.base import is_lm_free
+
+    if is_lm_free(agent):  # e.g. retrieve_verify: the verifier decides, --model is not loaded
+        from factrl.lm.scripted import null_lm
+
+        lm = null_lm()
+    else:
+        lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model),
+                     **(local if remote_backend(model) is None else {}))
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout, local)
     require_repetition_guard(lm, no_repeat_ngram)
     # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
-    judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout),
-                                                **(local if remote_backend(verifier) is None else {}))
+    from factrl.verifier.asset import is_verifier_name
+
+    if verifier is not None and is_verifier_name(verifier):  # the trained cross-encoder, not an LM
+        from factrl.verifier.asset import VerifierAssetError, load_verifier
+
+        try:
+            judge = load_verifier(verifier)
+        except VerifierAssetError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--verifier") from None
+    else:
+        judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout),
+                                                    **(local if remote_backend(verifier) is None else {}))
     if getattr(scorer, "lm_roles", ()):
         from factrl.rewards import RewardDeps
 

@@ -35,16 +35,21 @@ def _fail(message: str) -> None:
 
 @index_app.command("build")
 def build(
-    corpus: Path = typer.Option(..., "--corpus", help="Corpus file (one JSON object per line)."),
+    corpus: Path = typer.Option(..., "--corpus", help="Corpus file (one JSON object per line), or a folder of such "
+                                "files, plain or .bz2/.gz (a Wikipedia dump as released)."),
     out: Path = typer.Option(..., "--out", help="Index directory to write."),
-    corpus_format: str = typer.Option("jsonl", "--corpus-format", help="jsonl | contents | scifact (see docs/formats.md)."),
+    corpus_format: str = typer.Option("jsonl", "--corpus-format", help="jsonl | contents | scifact | fever_wiki | "
+                                      "fever_wiki_titles | wiki2017 (see docs/formats.md)."),
     retriever: str = typer.Option("bm25", "--retriever", help="Retriever backend, e.g. bm25."),
     unit_sentences: int = typer.Option(3, "--unit-sentences", min=0, help="Sentences per retrieval unit; 0 = whole documents."),
     skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Skip and count malformed corpus rows instead of stopping."),
     model: str | None = typer.Option(None, "--model", help="Encoder model for retrievers that take one (passed as model=...)."),
     param: list[str] = typer.Option([], "--param", help="Backend parameter key=value (repeatable), e.g. --param k1=1.2."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an index already in --out."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the backend's progress bars (dense encoding)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress (with an ETA) on stderr."),
+    resume: bool = typer.Option(False, "--resume", help="Keep what an interrupted build of the same corpus into --out "
+                                "finished (the passages, BM25's tokenised chunks, dense embeddings) and go on from there; "
+                                "a failed build run with --resume leaves its work in place."),
 ) -> None:
     """Read a corpus, cut it into retrieval units and build an index directory."""
     from factrl.corpus import CorpusFormatError
@@ -65,11 +70,12 @@ def build(
             on_error="skip" if skip_bad_rows else "raise",
             overwrite=overwrite,
             progress=progress,
+            resume=resume,
             **params,
         )
     except CorpusFormatError as exc:
         _fail(f"{exc} (use --skip-bad-rows to skip such rows)")
-    except (RegistryError, FileNotFoundError, FileExistsError, ValueError, TypeError) as exc:
+    except (RegistryError, FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as exc:
         _fail(str(exc))
     m = index.manifest
     typer.echo(

@@ -12,6 +12,21 @@ import typer
 
 from factrl.cli.app import app
 
+THREADS_HELP = ("BM25: threads that rank a batch's queries at once (0: one; the numba kernel releases the GIL, "
+                "so threads use cores).")
+KERNEL_HELP = ("BM25 top-k kernel: auto (maxscore when numba is installed, else numpy), maxscore, numba, numpy, "
+               "or reference (bm25s's dense scorer, the path before memory-mapped indexes). Results are the same.")
+
+
+def load_options(threads: int, kernel: str | None) -> dict[str, Any]:
+    """``load_index`` options from ``--threads``/``--kernel`` (only those given)."""
+    options: dict[str, Any] = {}
+    if threads:
+        options["n_threads"] = threads
+    if kernel:
+        options["kernel"] = kernel
+    return options
+
 
 def read_queries(path: Path) -> list[tuple[Any, str]]:
     """``{"id", "text"}`` per line → ``[(id, text)]``; a malformed line raises ValueError
@@ -41,6 +56,8 @@ def search(
     k: int = typer.Option(100, "--k", min=1, help="Hits per query."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Queries per retriever call."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
+    kernel: str = typer.Option(None, "--kernel", help=KERNEL_HELP),
 ) -> None:
     """Search an index for every query; write ``{"id", "hits": [{passage_id, doc_id, score}]}``."""
     from tqdm import tqdm
@@ -50,8 +67,8 @@ def search(
 
     try:
         qs = read_queries(queries)
-        idx = load_index(index)
-    except (ValueError, FileNotFoundError, IndexMismatchError) as exc:
+        idx = load_index(index, options=load_options(threads, kernel))
+    except (ValueError, FileNotFoundError, IndexMismatchError, ImportError, KeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import typer
 
 from factrl.cli._common import DEVICE_HELP, DTYPE_HELP
 from factrl.cli.app import serve_app
+from factrl.cli.search_cmd import KERNEL_HELP, THREADS_HELP, load_options
 
 BODY_TIMEOUT_HELP = "Seconds a request's body may take to arrive in full (then 408 and the connection is closed)."
 
@@ -28,6 +29,8 @@ def serve_retriever(
     torch_threads: int = typer.Option(
         0, min=0, help="Threads for query encoding (dense/hybrid). 0: OMP_NUM_THREADS if set, else the CPU "
         "count minus 2 (at least 1), leaving cores to the event loop and clients."),
+    search_threads: int = typer.Option(0, "--search-threads", min=0, help=THREADS_HELP),
+    kernel: str = typer.Option(None, "--kernel", help=KERNEL_HELP),
 ) -> None:
     """Load INDEX once and answer POST /retrieve and GET /health."""
     import os
@@ -48,10 +51,10 @@ def serve_retriever(
     from factrl.retrieval.server import ServerLimits, create_app, index_info
 
     try:
-        idx = load_index(index)
+        idx = load_index(index, options=load_options(search_threads, kernel))
         limits = ServerLimits(max_batch=max_batch, max_k=max_k, max_query_chars=max_query_chars, timeout=timeout,
                               default_k=min(3, max_k), body_timeout=body_timeout)
-    except (IndexMismatchError, ValueError) as exc:
+    except (IndexMismatchError, ValueError, ImportError, KeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if threads and "torch" in sys.modules:  # already loaded by a dense backend: apply it there too

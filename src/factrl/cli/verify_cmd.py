@@ -43,9 +43,11 @@ def verify(
     if not claim.strip():
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
     from factrl.cli._common import device_options, parse_role_models
+    from factrl.envs.base import is_lm_free
     from factrl.lm.loader import is_packaged
 
     role_specs = parse_role_models(role_model)
+    lm_free = is_lm_free(agent)  # e.g. retrieve_verify: the verifier decides, --model is not loaded
 
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -60,7 +62,12 @@ def verify(
     idx = load_index(index)
     _, make_env = build_agent(agent, param, mode=mode, index=idx, model=model,
                               context_sentences=resolve_context_sentences(None, model, agent))
-    lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model), **on_device)
+    if lm_free:
+        from factrl.lm.scripted import null_lm
+
+        lm = null_lm()
+    else:
+        lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model), **on_device)
     roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout, on_device)
     require_repetition_guard(lm, no_repeat_ngram)
     cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1,
@@ -77,6 +84,7 @@ def verify(
             "label": traj.verdict.label.value if traj.verdict.label else None,
             "evidence": evidence,
             "forced": traj.verdict.forced,
+            **({"confidence": traj.meta["confidence"]} if "confidence" in traj.meta else {}),
             "format_ok": traj.verdict.format_ok,
             "format_errors": traj.verdict.format_errors,
             "searches": traj.searches,
@@ -91,7 +99,8 @@ def verify(
     from factrl.forced import FORCED_NOTE
 
     forced_note = f" {FORCED_NOTE}" if traj.verdict.forced else ""
-    typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}{forced_note}")
+    confidence = f" (confidence {traj.meta['confidence']:.2f})" if "confidence" in traj.meta else ""
+    typer.echo(f"Verdict:  {traj.verdict.label.value if traj.verdict.label else '(no verdict)'}{forced_note}{confidence}")
     typer.echo("Evidence:" + ("" if evidence else " (none cited)"))
     for e in evidence:
         typer.echo(f"  [[{e['id']}]] {e['text'] if e['text'] is not None else '(id not in the index)'}")

@@ -9,6 +9,11 @@ Formats (see ``docs/formats.md``):
   ``"Title"\\ntext``; same ids as ``jsonl``.
 * ``scifact`` — SciFact ``{"doc_id", "title", "abstract": [sentences], ...}``; sentences are
   kept as released so ids ``doc_id=<doc_id>_sentence_<i>`` match the gold rationales.
+* ``fever_wiki``, ``fever_wiki_titles`` and ``wiki2017`` — the papers' Wikipedia dumps
+  (:mod:`factrl.corpus.wikipedia`).
+
+A corpus may be one file or a folder of files, plain or ``.bz2``/``.gz``
+(:mod:`factrl.corpus.files`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from typing import Any, Protocol
 
 from factrl.corpus.document import Document, sentence_id
 from factrl.corpus.errors import OnError, RowError, RowFormatError, check_on_error, iter_json_lines
+from factrl.corpus.files import corpus_files
 from factrl.corpus.sentences import split_sentences
 from factrl.registry import Registry
 
 __all__ = [
+    "BlankRow",
     "CORPUS_FORMATS",
     "CorpusFormatError",
     "CorpusReader",
@@ -38,11 +45,15 @@ class CorpusFormatError(RowFormatError):
 
 @dataclass
 class ReadReport:
-    """What a reader saw: rows read, documents yielded, rows skipped (with reasons)."""
+    """What a reader saw: rows read, documents yielded, rows skipped (with reasons), rows
+    that are placeholders of nothing (``blank_rows``: FEVER's dump opens with a page that
+    has no id and no text), and the stored bytes read so far (for progress)."""
 
     rows: int = 0
     documents: int = 0
     skipped: list[RowError] = field(default_factory=list)
+    blank_rows: int = 0
+    bytes_read: int = 0
 
     @property
     def n_skipped(self) -> int:
@@ -66,6 +77,10 @@ CORPUS_FORMATS: Registry[CorpusReader] = Registry("corpus format")
 
 class _BadRow(Exception):
     """Raised by a row parser; the driver adds file and line."""
+
+
+class BlankRow(Exception):
+    """Raised by a row parser for a row that stands for nothing (counted, not an error)."""
 
 
 # --- field helpers: each names the field and what was wrong ---------------------------
@@ -107,7 +122,12 @@ def _drive(
     """Shared loop: read JSON lines, parse rows, raise or skip-and-count bad ones."""
     check_on_error(on_error)
     report = report if report is not None else ReadReport()
-    for line_no, value in iter_json_lines(Path(path)):
+    base = report.bytes_read
+
+    def position(pos: int) -> None:
+        report.bytes_read = base + pos
+
+    for line_no, value in iter_json_lines(Path(path), on_position=position):
         report.rows += 1
         if isinstance(value, RowError):
             err = value
@@ -118,6 +138,9 @@ def _drive(
                 doc = parse(value)
             except _BadRow as exc:
                 err = RowError(str(path), line_no, str(exc))
+            except BlankRow:
+                report.blank_rows += 1
+                continue
             else:
                 report.documents += 1
                 yield doc
@@ -207,6 +230,9 @@ def _reader(parse: Callable[[dict[str, Any]], Document]) -> CorpusReader:
 CORPUS_FORMATS.register("jsonl")(_reader(_parse_jsonl))
 CORPUS_FORMATS.register("contents")(_reader(_parse_contents))
 CORPUS_FORMATS.register("scifact")(_reader(_parse_scifact))
+CORPUS_FORMATS.register_lazy("fever_wiki", "factrl.corpus.wikipedia")
+CORPUS_FORMATS.register_lazy("fever_wiki_titles", "factrl.corpus.wikipedia")
+CORPUS_FORMATS.register_lazy("wiki2017", "factrl.corpus.wikipedia")
 
 
 def read_corpus(
@@ -216,9 +242,21 @@ def read_corpus(
     on_error: OnError = "raise",
     report: ReadReport | None = None,
 ) -> Iterator[Document]:
-    """Yield the documents of ``path`` read with the reader registered as ``format``.
+    """Yield the documents of ``path`` read with the reader registered as ``format``;
+    ``path`` may be a folder of corpus files (read in sorted order, see
+    :func:`~factrl.corpus.files.corpus_files`).
 
     Pass a :class:`ReadReport` to observe rows read and rows skipped (``on_error="skip"``).
     """
     reader = CORPUS_FORMATS.get(format)
-    return reader(Path(path), on_error=on_error, report=report)
+    path = Path(path)
+    if not path.is_dir():
+        return reader(path, on_error=on_error, report=report)
+    files = corpus_files(path)
+    report = report if report is not None else ReadReport()
+    return _chain(reader, files, on_error, report)
+
+
+def _chain(reader: CorpusReader, files: list[Path], on_error: OnError, report: ReadReport) -> Iterator[Document]:
+    for f in files:
+        yield from reader(f, on_error=on_error, report=report)

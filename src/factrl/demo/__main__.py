@@ -1,7 +1,9 @@
 """``python -m factrl.demo`` (what ``make demo`` runs): build a BM25 index over the
 bundled corpus, verify the bundled claims with the trained embedded agent (SmolLM2-135M
 with factrl's shipped LoRA adapter, Veri-R1 protocol, greedy decoding), and print each
-verdict with its evidence, how many it got right, and a summary."""
+verdict with its evidence, how many it got right, and a summary. Beside each agent verdict
+it prints the trained verifier's (``retrieve_verify``: the same index's top units, each
+sentence read by the ``factrl-verifier`` cross-encoder; ``--no-verifier`` leaves it out)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-force-answer", dest="force_answer", action="store_false",
                     help="leave a claim without a verdict when the model gives no <answer> (default: force one, "
                          "read from the model's label probabilities, and mark it)")
+    ap.add_argument("--verifier", default="factrl-verifier",
+                    help="the verifier whose retrieve_verify verdict is printed beside the agent's "
+                         "('factrl-verifier', the shipped one, or a folder from `factrl train verifier`)")
+    ap.add_argument("--no-verifier", dest="with_verifier", action="store_false",
+                    help="print the agent's verdicts only")
     args = ap.parse_args(argv)
     from factrl.lm.loader import is_packaged
 
@@ -88,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in forced:
             fh.write(json.dumps({"claim_id": t.claim_id, "verdict": t.verdict.model_dump(mode="json")}) + "\n")
     best = index.search([c.text for c in claims], 1)
+    side = _verifier_verdicts(claims, index, args.verifier) if args.with_verifier else {}
     right = right_forced = 0
     for claim, top in zip(claims, best):
         t = by_id[claim.id]
@@ -101,6 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         mark = "✓" if claim.label is not None and v.label == claim.label else "✗"
         print(f"\n{mark} [{claim.id}] {claim.text}")
         print(f"    gold: {claim.label.value if claim.label else '-'}   verdict: {got}")
+        if claim.id in side:
+            vt = side[claim.id]
+            vmark = "✓" if claim.label is not None and vt.verdict.label == claim.label else "✗"
+            vlabel = vt.verdict.label.value if vt.verdict.label else f"(failed: {vt.error})"
+            conf = f" (confidence {vt.meta['confidence']:.2f})" if "confidence" in vt.meta else ""
+            print(f"    agent: {v.label.value if v.label else '(none)'} {mark}   |   verifier: {vlabel}{conf} {vmark}"
+                  + (f"  [[{vt.verdict.evidence_ids[0]}]]" if vt.verdict.evidence_ids else ""))
         if t.searches:
             print("    searched: " + " | ".join(t.searches))
         for eid in v.evidence_ids or []:
@@ -117,12 +132,38 @@ def main(argv: list[str] | None = None) -> int:
     answered = sum(by_id[c.id].verdict.label is not None for c in claims)
     print(f"\n{args.model}: a verdict for {answered} of {len(claims)} claims ({len(forced)} forced); "
           f"{right} of {labelled} right ({right_forced} of them forced)")
+    if side:
+        vright = sum(c.label is not None and side[c.id].verdict.label == c.label for c in claims if c.id in side)
+        seconds = sum(side[c.id].timings.get("search_s", 0.0) + side[c.id].timings.get("verify_s", 0.0)
+                      for c in claims if c.id in side)
+        print(f"{args.verifier} (retrieve_verify): {vright} of {labelled} right, "
+              f"{seconds / max(len(side), 1):.2f} s per claim")
     print("summary: " + format_summary_line(metrics))
     if not metrics.get("format_ok_rate"):
         print("note: this model does not follow the Veri-R1 tag protocol; the default --model factrl-agent "
               "(trained, shipped with factrl) does, or pass a larger instruct model.")
     print(f"details: {run_dir}/trajectories.jsonl, {run_dir}/metrics.json, {run_dir}/report.md")
     return 0
+
+
+def _verifier_verdicts(claims: list, index: object, verifier: str) -> dict:
+    """``retrieve_verify``'s trajectory per claim id ({} with a note when the verifier
+    cannot load)."""
+    from factrl.envs import EnvDeps, EnvSpec, env_factory
+    from factrl.lm.scripted import null_lm
+    from factrl.rollout import RolloutConfig, run_episodes
+    from factrl.verifier.asset import VerifierAssetError, load_verifier
+
+    try:
+        loaded = load_verifier(verifier)
+    except VerifierAssetError as exc:
+        print(f"note: no verifier verdicts ({exc})")
+        return {}
+    make_env = env_factory(EnvSpec(name="retrieve_verify", params={"verifier": verifier}),
+                           EnvDeps(retriever=index, lms={"verifier": loaded}))
+    trajs = run_episodes(make_env, claims, null_lm(), RolloutConfig(temperature=0.0, max_new_tokens=4,
+                                                                   batch_size=len(claims)), score=False)
+    return {t.claim_id: t for t in trajs}
 
 
 if __name__ == "__main__":

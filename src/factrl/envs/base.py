@@ -26,7 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 from factrl.registry import Registry
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["DEFAULT_AGENT", "Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling", "role_sampling", "check_trained_temperatures"]
+__all__ = ["DEFAULT_AGENT", "Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling",
+           "role_sampling", "check_trained_temperatures", "is_lm_free"]
 
 POLICY = "policy"  # the role whose opening context a trainer optimises
 
@@ -147,3 +148,14 @@ ENVS.register_lazy("haris_single", "factrl.envs.haris.single")
 ENVS.register_lazy("profact", "factrl.envs.profact.env")
 # Binary RAR (001): answer a prompt in one turn, scored by a contradiction verifier.
 ENVS.register_lazy("rar", "factrl.envs.rar")
+# Retrieve, then read each retrieved sentence with the trained verifier (no LM).
+ENVS.register_lazy("retrieve_verify", "factrl.envs.retrieve_verify")
+
+
+def is_lm_free(name: str) -> bool:
+    """Whether the agent ``name`` decides without a language model (its factory says
+    ``lm_free``): entry points then run it with a no-op LM instead of loading one."""
+    try:
+        return bool(getattr(ENVS.get(name), "lm_free", False))
+    except KeyError:
+        return False

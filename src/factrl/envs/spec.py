@@ -95,8 +95,8 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
 
 
 class _LazyContext:
-    """The offline context provider of an index, built on first use (it walks every
-    passage, which online runs never need)."""
+    """The offline context provider of an index, built on first use (a list of passages
+    is walked once, which online runs never need; a passage store is looked up)."""
 
     def __init__(self, index: Any, max_sentences: int | None) -> None:
         self.index, self.max_sentences = index, max_sentences
@@ -104,9 +104,9 @@ class _LazyContext:
 
     def __call__(self, claim: Claim) -> Sequence[EvidenceRef]:
         if self._provide is None:
-            from factrl.envs.context import document_context
+            from factrl.envs.context import index_context
 
-            self._provide = document_context(self.index.passages, max_sentences=self.max_sentences)
+            self._provide = index_context(self.index, max_sentences=self.max_sentences)
         return self._provide(claim)
 
 

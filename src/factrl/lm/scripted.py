@@ -16,7 +16,7 @@ from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, row_config
 from factrl.lm.text import TokenTextMixin
 from factrl.types import Message
 
-__all__ = ["ScriptedLM"]
+__all__ = ["ScriptedLM", "null_lm"]
 
 EOS = 0
 
@@ -76,3 +76,10 @@ class ScriptedLM(TokenTextMixin):
 
     def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[float]:
         return [0.0 for _ in continuations]
+
+
+def null_lm() -> ScriptedLM:
+    """The LM an LM-free agent (``retrieve_verify``) runs with: every turn is empty at once."""
+    lm = ScriptedLM(lambda _context: "")
+    lm.name = "none (lm-free agent)"
+    return lm

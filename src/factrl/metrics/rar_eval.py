@@ -14,7 +14,8 @@
 reward's mean and its failures) and ``hallucination_per_prompt.jsonl`` (one line per
 prompt: response, reward, claims with their judgements, or the short-form outcome). Its
 ``params`` (``factrl eval --metric-param key=value``) are ``extract`` (``lm`` |
-``sentences``), ``judge`` (``generate`` | ``choice``), ``extract_max_new_tokens``,
+``sentences``), ``judge`` (``generate`` | ``choice`` | ``verifier``: the trained cross-encoder,
+also picked by ``--verifier factrl-verifier``), ``extract_max_new_tokens``,
 ``judge_max_new_tokens``, and the evidence each claim is judged against:
 ``evidence_k`` chunks (default 10) of ``evidence_chunk_words`` words (default 100) — the
 paper's evaluation setting (App. B.1), not the reward's 8 chunks of 512 tokens.
@@ -49,7 +50,7 @@ DETAIL_FILE = "hallucination_per_prompt.jsonl"
 
 Retrieve = Callable[[Trajectory, str], Sequence[str | Passage]]
 EXTRACT_MODES = ("lm", "sentences")
-JUDGE_MODES = ("generate", "choice")
+JUDGE_MODES = ("generate", "choice", "verifier")  # verifier: the trained cross-encoder (factrl-verifier)
 _PARAMS = ("extract", "judge", "extract_max_new_tokens", "judge_max_new_tokens", "evidence_k", "evidence_chunk_words",
            "convention", "thinking")
 CONVENTIONS = ("paper", "released")
@@ -79,6 +80,10 @@ def _long_form(trajs: Sequence[Trajectory], lm: LM, judge: LM, retrieve: Retriev
         verdicts = []
     elif modes[1] == "choice":
         verdicts = judge_claims_by_choice(judge, claims, evidence)
+    elif modes[1] == "verifier":
+        from factrl.verifier.judge import judge_claims_by_verifier
+
+        verdicts = judge_claims_by_verifier(judge, claims, evidence)
     else:
         verdicts = judge_claims(judge, claims, evidence, config=configs[1])
     judged = iter(verdicts)
@@ -136,7 +141,8 @@ def rar_hallucination(
         "n_long": len(long_),
         "n_short": len(short),
         "extraction": "sentences" if extract == "sentences" else "lm (Figure 11)",
-        "judge": "choice (scored answer words)" if judge_mode == "choice" else "generate (Figure 12)",
+        "judge": {"choice": "choice (scored answer words)", "verifier": "verifier (cross-encoder)"}.get(
+            judge_mode, "generate (Figure 12)"),
         "long_form": lf.to_dict(),
         "short_form": sf.to_dict(),
         "short_form_without_answers": no_gold,
@@ -200,6 +206,20 @@ def write_rar_metrics(out_dir: Path, trajectories: Sequence[Trajectory], *, lms:
     see the module's docstring; an unknown key or value is a ValueError."""
     lm = lms.get("judge") or lms["policy"]
     options = _options(params)
+    from factrl.verifier.scoring import PairVerifier
+
+    if isinstance(lm, PairVerifier) or options["judge_mode"] == "verifier":
+        if options["convention"] == "released":
+            raise ValueError("the released convention judges with an LM and the released prompts; a cross-encoder "
+                             "judge (factrl-verifier, judge=verifier) takes convention=paper")
+        # A cross-encoder judges (it cannot extract: the policy LM does, or sentences).
+        verifier = lm if isinstance(lm, PairVerifier) else getattr(reward, "verifier", None)
+        if not isinstance(verifier, PairVerifier):
+            from factrl.verifier.asset import load_verifier
+
+            verifier = load_verifier()
+        options["judge_mode"], options["judge"] = "verifier", verifier
+        lm = lms["policy"]
     k, words = options.pop("evidence_k"), options.pop("evidence_chunk_words")
     convention, thinking = options.pop("convention"), options.pop("thinking")
     if convention == "released":

@@ -9,7 +9,18 @@ Vectors are L2-normalised, so inner product is cosine similarity. ``index_type``
 
 * ``"flat"`` (default) — exact search, ``IndexFlatIP``;
 * ``"hnsw"`` — graph search (``IndexHNSWFlat``, inner product), for large corpora;
-* ``"ivf"`` — inverted lists over k-means cells (``IndexIVFFlat``), for large corpora.
+* ``"ivf"`` — inverted lists over k-means cells (``IndexIVFFlat``), for large corpora;
+* ``"ivfpq"`` — the same cells with vectors product-quantised to ``pq_m`` bytes
+  (``IndexIVFPQ``): a Wikipedia-sized index in a few GB.
+
+At scale: passages are encoded in chunks straight into a memory-mapped
+``embeddings.npy`` (rows of the passage store, read as they are needed), and with
+``resume_key`` an interrupted encoding continues after its last finished chunk
+(``encode.json`` records how far it got). IVF cells and PQ codebooks are trained on a
+random sample of ``train_size`` vectors (recorded), then all vectors are added chunk by
+chunk. ``device`` (``auto``: a GPU when torch sees one) says where passages are encoded;
+it is not recorded (vectors agree to rounding). A loaded index reads ``faiss.index``
+memory-mapped where faiss can (IVF lists, flat codes).
 
 Files in the backend folder: ``embeddings.npy`` (float32, read with
 ``allow_pickle=False``), ``faiss.index`` (faiss's own format) and ``dense.json`` (the
@@ -32,22 +43,41 @@ from factrl.retrieval.base import RETRIEVERS, IndexMismatchError, query_list
 from factrl.retrieval.encoders import DEFAULT_MODEL, TextEncoder, get_encoder
 from factrl.types import Hit, Passage
 
-__all__ = ["INDEX_TYPES", "DenseRetriever", "passage_text"]
+__all__ = ["INDEX_TYPES", "DenseRetriever", "passage_text", "resolve_device"]
 
-INDEX_TYPES = ("flat", "hnsw", "ivf")
+INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
 _EMB_FILE = "embeddings.npy"
 _FAISS_FILE = "faiss.index"
 _SETTINGS_FILE = "dense.json"
+_ENCODE_STATE = "encode.json"
+_ADD_CHUNK = 65_536  # vectors handed to faiss per add
 # Params that change results and are recorded; runtime knobs (batch size, progress,
 # threads) are not, so they do not change the index fingerprint.
 _RECORDED = ("model", "model_source", "dim", "normalize", "precision", "encode_path", "max_seq_length",
              "text", "query_prefix", "passage_prefix", "index_type", "metric", "hnsw_m", "hnsw_ef_construction", "hnsw_ef_search",
-             "ivf_nlist", "ivf_nprobe")
+             "ivf_nlist", "ivf_nprobe", "pq_m", "pq_nbits", "train_size")
 
 
 def passage_text(passage: Passage) -> str:
     """What the encoder sees for a passage."""
     return f"{passage.title} {passage.text}" if passage.title else passage.text
+
+
+def _texts(passages: Sequence[Passage], start: int, stop: int, prefix: str) -> list[str]:
+    """Encoder inputs of rows ``start..stop`` (a passage store is read without validation)."""
+    if hasattr(passages, "iter_fields"):
+        return [prefix + (f"{f['title']} {f['text']}" if f.get("title") else f["text"])
+                for f in passages.iter_fields(start, stop)]
+    return [prefix + passage_text(p) for p in passages[start:stop]]
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; anything else as given."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _faiss() -> Any:
@@ -58,9 +88,11 @@ def _faiss() -> Any:
     return faiss
 
 
-def _make_index(emb: np.ndarray, settings: dict[str, Any]) -> Any:
+def _make_index(emb: np.ndarray, settings: dict[str, Any], say: Any = None) -> Any:
+    """A faiss index over ``emb`` (possibly a memory map): IVF types train on a seeded
+    random sample of ``train_size`` rows, then every type gets the rows chunk by chunk."""
     faiss = _faiss()
-    dim = emb.shape[1]
+    n, dim = emb.shape
     kind = settings["index_type"]
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
@@ -70,20 +102,92 @@ def _make_index(emb: np.ndarray, settings: dict[str, Any]) -> Any:
         index.hnsw.efSearch = settings["hnsw_ef_search"]
     else:
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, settings["ivf_nlist"], faiss.METRIC_INNER_PRODUCT)
-        index.train(emb)
+        if kind == "ivf":
+            index = faiss.IndexIVFFlat(quantizer, dim, settings["ivf_nlist"], faiss.METRIC_INNER_PRODUCT)
+        else:
+            index = faiss.IndexIVFPQ(quantizer, dim, settings["ivf_nlist"], settings["pq_m"], settings["pq_nbits"],
+                                     faiss.METRIC_INNER_PRODUCT)
+        size = settings["train_size"]
+        rows = np.arange(n) if size >= n else np.sort(np.random.default_rng(0).choice(n, size=size, replace=False))
+        index.train(np.ascontiguousarray(emb[rows], dtype=np.float32))
         index.nprobe = settings["ivf_nprobe"]
-    index.add(emb)
+    for start in range(0, n, _ADD_CHUNK):
+        index.add(np.ascontiguousarray(emb[start : start + _ADD_CHUNK], dtype=np.float32))
+        if say is not None and n > _ADD_CHUNK:
+            say(f"dense: {kind} index holds {min(start + _ADD_CHUNK, n)}/{n} vectors")
     return index
 
 
-def _check_settings(index_type: str, hnsw_m: int, ef_construction: int, ef_search: int, nprobe: int) -> None:
+def _read_index(path: Path) -> Any:
+    """``faiss.index``, memory-mapped where faiss supports it for the index type."""
+    faiss = _faiss()
+    try:
+        return faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    except RuntimeError:
+        return faiss.read_index(str(path))
+
+
+def _encode_to_file(encoder: TextEncoder, passages: Sequence[Passage], directory: Path, prefix: str, *,
+                    chunk: int, resume_key: str | None, progress: bool, say: Any) -> np.ndarray:
+    """Encode every passage into ``embeddings.npy`` chunk by chunk; returns it memory-mapped.
+    With ``resume_key``, rows an earlier run with the same key finished are kept."""
+    import time
+
+    n, dim = len(passages), encoder.dim
+    path, state_path = directory / _EMB_FILE, directory / _ENCODE_STATE
+    key = None if resume_key is None else {"key": resume_key, "model": encoder.info(), "prefix": prefix, "n": n}
+    done = 0
+    if key is not None and path.is_file():
+        try:
+            state = json.loads(state_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            state = {}
+        if state.get("for") == key:
+            done = int(state.get("done", 0))
+    if done:
+        emb = np.lib.format.open_memmap(path, mode="r+")
+        if emb.shape != (n, dim):
+            emb, done = None, 0
+    if not done:
+        emb = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, dim))
+    else:
+        say(f"dense: resuming the encoding after {done}/{n} passages")
+    t0 = time.perf_counter()
+    first = done
+    for start in range(done, n, chunk):
+        stop = min(start + chunk, n)
+        emb[start:stop] = encoder.encode(_texts(passages, start, stop, prefix), progress=False)
+        emb.flush()
+        if key is not None:
+            tmp = state_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"for": key, "done": stop}), encoding="utf-8")
+            tmp.replace(state_path)
+        if progress:
+            rate = (stop - first) / max(time.perf_counter() - t0, 1e-9)
+            say(f"dense: encoded {stop}/{n} passages, {rate:,.1f}/s, ETA {(n - stop) / max(rate, 1e-9) / 60:,.1f} min")
+    state_path.unlink(missing_ok=True)
+    return emb
+
+
+def _check_settings(index_type: str, hnsw_m: int, ef_construction: int, ef_search: int, nprobe: int,
+                    pq_nbits: int = 8) -> None:
     if index_type not in INDEX_TYPES:
         raise ValueError(f"unknown dense index_type {index_type!r}; choose from {', '.join(INDEX_TYPES)}")
     for name, value in (("hnsw_m", hnsw_m), ("hnsw_ef_construction", ef_construction),
-                        ("hnsw_ef_search", ef_search), ("ivf_nprobe", nprobe)):
+                        ("hnsw_ef_search", ef_search), ("ivf_nprobe", nprobe), ("pq_nbits", pq_nbits)):
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def _pq_m(dim: int, pq_m: int | None) -> int:
+    """Sub-quantisers of a PQ code: given, or dim/8 rounded down to a divisor of dim."""
+    m = int(pq_m) if pq_m else max(1, dim // 8)
+    if not pq_m:
+        while dim % m:
+            m -= 1
+    if m < 1 or dim % m:
+        raise ValueError(f"pq_m must divide the vector dimension {dim}, got {pq_m}")
+    return m
 
 
 @RETRIEVERS.register("dense")
@@ -96,7 +200,7 @@ class DenseRetriever:
                  *, query_batch_size: int = 64) -> None:
         self.encoder = encoder
         self._index = index
-        self._passages = list(passages)
+        self._passages = passages
         self._settings = dict(settings)
         self.query_batch_size = int(query_batch_size)
         self._lock = threading.Lock()
@@ -120,37 +224,56 @@ class DenseRetriever:
         hnsw_ef_search: int = 128,
         ivf_nlist: int | None = None,
         ivf_nprobe: int = 16,
+        pq_m: int | None = None,
+        pq_nbits: int = 8,
+        train_size: int | None = None,
         progress: bool = True,
         embeddings: np.ndarray | None = None,
         encoder: TextEncoder | None = None,
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
+        device: str = "auto",
+        chunk: int = 16_384,
+        resume_key: str | None = None,
+        say: Any = None,
     ) -> DenseRetriever:
         """Encode ``passages`` and index them under ``directory``.
 
         ``embeddings`` (already made by ``encoder``, rows aligned with ``passages``, with
         the passage prefix) skips encoding; ``encoder`` reuses a loaded model instead of
         loading ``model`` again. ``query_prefix``/``passage_prefix`` default to the
-        encoder's declared ones ("" for none).
+        encoder's declared ones ("" for none). Runtime knobs (not recorded): ``device``,
+        ``chunk`` (passages encoded per step), ``resume_key``, ``say``, ``progress``.
         """
-        _check_settings(index_type, hnsw_m, hnsw_ef_construction, hnsw_ef_search, ivf_nprobe)
-        if not passages:
+        import sys
+
+        _check_settings(index_type, hnsw_m, hnsw_ef_construction, hnsw_ef_search, ivf_nprobe, pq_nbits)
+        if not len(passages):
             raise ValueError("cannot build a dense index over zero passages")
+        if int(chunk) < 1:
+            raise ValueError(f"chunk must be >= 1, got {chunk}")
+        say = say or (lambda msg: print(f"[factrl dense] {msg}", file=sys.stderr, flush=True))
         if encoder is None:
             encoder = get_encoder(model, precision=precision, path=encode_path, batch_size=batch_size,
-                                  max_seq_length=max_seq_length)
+                                  max_seq_length=max_seq_length, device=resolve_device(device))
         declared = getattr(encoder, "prefixes", None)
         q_prefix = query_prefix if query_prefix is not None else getattr(declared, "query", "")
         p_prefix = passage_prefix if passage_prefix is not None else getattr(declared, "passage", "")
-        if embeddings is None:
-            embeddings = encoder.encode([p_prefix + passage_text(p) for p in passages], progress=progress,
-                                        desc="passages")
-        emb = np.ascontiguousarray(embeddings, dtype=np.float32)
-        if emb.shape != (len(passages), encoder.dim):
-            raise ValueError(f"embeddings have shape {emb.shape}, expected {(len(passages), encoder.dim)}")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
         n = len(passages)
+        if embeddings is None:
+            emb = _encode_to_file(encoder, passages, directory, p_prefix, chunk=int(chunk), resume_key=resume_key,
+                                  progress=progress, say=say)
+        else:
+            emb = np.ascontiguousarray(embeddings, dtype=np.float32)
+        if emb.shape != (n, encoder.dim):
+            raise ValueError(f"embeddings have shape {emb.shape}, expected {(n, encoder.dim)}")
         # IVF: ~4·sqrt(n) cells, but at least 39 training points per cell (faiss's minimum).
         nlist = int(ivf_nlist) if ivf_nlist else max(1, min(int(4 * math.sqrt(n)), n // 39))
+        ivf = index_type in ("ivf", "ivfpq")
+        # Training sample: 64 points per cell (k-means needs >= 39), at least 100k when there are.
+        train = min(n, int(train_size) if train_size else max(64 * nlist, 100_000))
         settings = {
             **encoder.info(),
             "text": "title + ' ' + text",
@@ -161,20 +284,22 @@ class DenseRetriever:
             "hnsw_m": int(hnsw_m) if index_type == "hnsw" else None,
             "hnsw_ef_construction": int(hnsw_ef_construction) if index_type == "hnsw" else None,
             "hnsw_ef_search": int(hnsw_ef_search) if index_type == "hnsw" else None,
-            "ivf_nlist": nlist if index_type == "ivf" else None,
-            "ivf_nprobe": int(ivf_nprobe) if index_type == "ivf" else None,
+            "ivf_nlist": nlist if ivf else None,
+            "ivf_nprobe": int(ivf_nprobe) if ivf else None,
+            "pq_m": _pq_m(encoder.dim, pq_m) if index_type == "ivfpq" else None,
+            "pq_nbits": int(pq_nbits) if index_type == "ivfpq" else None,
+            "train_size": train if ivf else None,
         }
-        index = _make_index(emb, settings)
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        np.save(directory / _EMB_FILE, emb, allow_pickle=False)
+        index = _make_index(emb, settings, say if progress else None)
+        if embeddings is not None:
+            np.save(directory / _EMB_FILE, emb, allow_pickle=False)
         _faiss().write_index(index, str(directory / _FAISS_FILE))
         (directory / _SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         return cls(encoder, index, passages, settings)
 
     @classmethod
     def load(cls, passages: Sequence[Passage], directory: Path, params: dict[str, Any],
-             *, encoder: TextEncoder | None = None) -> DenseRetriever:
+             *, encoder: TextEncoder | None = None, device: str = "cpu") -> DenseRetriever:
         directory = Path(directory)
         missing = [f for f in (_EMB_FILE, _FAISS_FILE, _SETTINGS_FILE) if not (directory / f).is_file()]
         if missing:
@@ -188,14 +313,14 @@ class DenseRetriever:
         if {k: saved.get(k) for k in _RECORDED} != wanted:
             diff = [k for k in _RECORDED if saved.get(k) != wanted[k]]
             raise IndexMismatchError(f"dense index {directory}: {_SETTINGS_FILE} disagrees with the manifest on {', '.join(diff)}")
-        index = _faiss().read_index(str(directory / _FAISS_FILE))
+        index = _read_index(directory / _FAISS_FILE)
         if index.ntotal != len(passages):
             raise IndexMismatchError(
                 f"dense index {directory} has {index.ntotal} vectors but passages.jsonl has {len(passages)}"
             )
         if encoder is None:
             encoder = get_encoder(saved["model"], precision=saved["precision"], path=saved["encode_path"],
-                                  max_seq_length=saved["max_seq_length"])
+                                  max_seq_length=saved["max_seq_length"], device=resolve_device(device))
         if encoder.dim != index.d:
             raise IndexMismatchError(f"dense index {directory}: model {saved['model']!r} makes {encoder.dim}-d vectors, "
                                      f"the index holds {index.d}-d")

@@ -305,13 +305,16 @@ class TextEncoder:
 
 
 @functools.lru_cache(maxsize=8)
-def _shared(model: str, precision: str, path: str, batch_size: int, max_seq_length: int | None) -> TextEncoder:
-    return TextEncoder(model, precision=precision, path=path, batch_size=batch_size, max_seq_length=max_seq_length)
+def _shared(model: str, precision: str, path: str, batch_size: int, max_seq_length: int | None,
+            device: str) -> TextEncoder:
+    return TextEncoder(model, precision=precision, path=path, batch_size=batch_size, max_seq_length=max_seq_length,
+                       device=device)
 
 
 def get_encoder(model: str = DEFAULT_MODEL, *, precision: str = "auto", path: str = "fast", batch_size: int = 32,
-                max_seq_length: int | None = None) -> TextEncoder:
+                max_seq_length: int | None = None, device: str = "cpu") -> TextEncoder:
     """A process-wide shared :class:`TextEncoder` per settings, so loading several indexes
-    (or a hybrid's dense side) over the same model loads its weights once."""
+    (or a hybrid's dense side) over the same model loads its weights once. ``device``:
+    ``cpu``, ``cuda`` or ``cuda:N``."""
     resolved = "fp32" if (path == "plain" and precision == "auto") else resolve_precision(precision)
-    return _shared(model, resolved, path, int(batch_size), max_seq_length)
+    return _shared(model, resolved, path, int(batch_size), max_seq_length, str(device))

@@ -2,9 +2,19 @@
 
 Layout of an index directory::
 
-    manifest.json      what was built: retriever, its params, corpus checksum, chunking
-    passages.jsonl     the retrieval units, one Passage per line, in index order
-    <retriever>/       the backend's own files (e.g. bm25/ with bm25s arrays)
+    manifest.json          what was built: retriever, its params, corpus checksum, chunking
+    passages.jsonl         the retrieval units, one Passage per line, in index order
+    passages.offsets.npy   where each line starts; lookup/ maps ids to rows
+    passages.json          the passage store's summary (counts, corpus checksum)
+    <retriever>/           the backend's own files (e.g. bm25/ with bm25s arrays)
+
+``build_index`` streams: documents are read, cut and written one at a time (the passage
+store, :mod:`factrl.retrieval.store`), then the backend builds over the store, which it
+reads in chunks. Memory does not grow with the corpus beyond what a backend keeps (BM25:
+its vocabulary). Progress, with an ETA, goes to stderr. With ``resume=True`` a build
+that was interrupted keeps what it finished: a complete passage store of the same
+corpus and chunking, and the chunks a backend saved (BM25's tokenised chunks, dense
+embeddings).
 
 ``build_index`` and ``load_index`` are generic over backends: any class registered in
 ``factrl.retrieval.base.RETRIEVERS`` that follows ``RetrieverBackend`` plugs in.
@@ -19,7 +29,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,12 +37,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from factrl.corpus import CORPUS_FORMATS, OnError, ReadReport, UnitReport, make_units, read_corpus
+from factrl.corpus.files import corpus_bytes, corpus_sha256
 from factrl.registry import RegistryError
 from factrl.retrieval.base import RETRIEVERS, IndexMismatchError, RetrieverBackend
+from factrl.retrieval.store import PASSAGES, PassageStore, PassageWriter
 from factrl.types import Hit, Passage
 
 __all__ = [
     "FORMAT_VERSION",
+    "STORE_SUMMARY",
     "CorpusInfo",
     "Index",
     "IndexManifest",
@@ -45,7 +58,7 @@ __all__ = [
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-PASSAGES = "passages.jsonl"
+STORE_SUMMARY = "passages.json"
 
 
 class CorpusInfo(BaseModel):
@@ -59,6 +72,7 @@ class CorpusInfo(BaseModel):
     unit_sentences: int
     skipped_rows: int = 0
     empty_documents: int = 0
+    blank_rows: int = 0
 
 
 class IndexManifest(BaseModel):
@@ -79,26 +93,20 @@ class UnknownPassageError(KeyError):
         return str(self.args[0])
 
 
-def corpus_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _say(progress: bool, msg: str) -> None:
     if progress:
         print(f"[factrl index] {msg}", file=sys.stderr, flush=True)
 
 
 class Index:
-    """A loaded index directory; ``search`` delegates to the backend."""
+    """A loaded index directory; ``search`` delegates to the backend. ``passages`` is a
+    sequence in index order — the memory-mapped :class:`~factrl.retrieval.store.PassageStore`
+    of a loaded directory, or any list of passages."""
 
     def __init__(self, directory: Path, manifest: IndexManifest, passages: Sequence[Passage], backend: RetrieverBackend) -> None:
         self.directory = Path(directory)
         self.manifest = manifest
-        self.passages: list[Passage] = list(passages)
+        self.passages: Sequence[Passage] = passages
         self.backend = backend
         self._by_id: dict[str, Passage] | None = None
         self._sentences: dict[str, str] | None = None
@@ -114,18 +122,29 @@ class Index:
         return self.backend.search(queries, k)
 
     def passage(self, passage_id: str) -> Passage:
-        if self._by_id is None:
-            self._by_id = {p.id: p for p in self.passages}
-        try:
-            return self._by_id[passage_id]
-        except KeyError:
-            raise UnknownPassageError(f"no passage {passage_id!r} in index {self.directory}") from None
+        if isinstance(self.passages, PassageStore):
+            found = self.passages.get(passage_id)
+        else:
+            if self._by_id is None:
+                self._by_id = {p.id: p for p in self.passages}
+            found = self._by_id.get(passage_id)
+        if found is None:
+            raise UnknownPassageError(f"no passage {passage_id!r} in index {self.directory}")
+        return found
 
     def sentence_text(self, sentence_id: str) -> str | None:
         """The text of an evidence sentence id (e.g. ``doc_id=12_sentence_3``), or None."""
+        if isinstance(self.passages, PassageStore):
+            return self.passages.sentence_text(sentence_id)
         if self._sentences is None:
             self._sentences = {sid: s for p in self.passages for sid, s in zip(p.sentence_ids, p.sentences)}
         return self._sentences.get(sentence_id)
+
+    def document(self, doc_id: str) -> list[Passage]:
+        """The passages of document ``doc_id``, in order (empty when it has none)."""
+        if isinstance(self.passages, PassageStore):
+            return self.passages.document(doc_id)
+        return [p for p in self.passages if p.doc_id == doc_id]
 
     @property
     def fingerprint(self) -> str:
@@ -145,6 +164,90 @@ class Index:
         return f"{m.retriever}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
+class _Progress:
+    """Progress of the passage pass: documents and passages so far, share of the corpus's
+    bytes read, rate and ETA, at most every ``every`` seconds."""
+
+    def __init__(self, say: Callable[[str], None], total_bytes: int, every: float = 10.0) -> None:
+        self.say, self.total, self.every = say, max(total_bytes, 1), every
+        self.t0 = self.last = time.perf_counter()
+
+    def tick(self, report: ReadReport, passages: int, *, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not final and now - self.last < self.every:
+            return
+        self.last = now
+        frac = min(report.bytes_read / self.total, 1.0)
+        elapsed = now - self.t0
+        eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
+        self.say(f"passages: {report.documents:,} documents → {passages:,} passages, {frac:.1%} of "
+                 f"{self.total / 1e6:,.0f} MB read, {report.documents / max(elapsed, 1e-9):,.0f} documents/s, "
+                 f"{'done' if final else 'ETA ' + _fmt_eta(eta)}")
+
+
+def _fmt_eta(seconds: float) -> str:
+    if seconds != seconds:  # nan: nothing read yet
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _store_key(digest: str, corpus_format: str, unit_sentences: int, on_error: str) -> dict[str, Any]:
+    return {"corpus_sha256": digest, "format": corpus_format, "unit_sentences": unit_sentences, "on_error": on_error}
+
+
+def _reusable_store(out_dir: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary of a finished passage store of the same corpus and chunking, or None."""
+    try:
+        summary = json.loads((out_dir / STORE_SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(summary, dict) or summary.get("key") != key:
+        return None
+    try:
+        PassageStore(out_dir, expect=summary.get("n_passages")).close()
+    except IndexMismatchError:
+        return None
+    return summary
+
+
+def _write_store(corpus: Path, out_dir: Path, corpus_format: str, unit_sentences: int, on_error: OnError,
+                 key: dict[str, Any], say: Callable[[str], None]) -> dict[str, Any]:
+    """Read, cut and write the passages one document at a time; returns the summary."""
+    t0 = time.perf_counter()
+    (out_dir / STORE_SUMMARY).unlink(missing_ok=True)
+    say(f"reading {corpus} ({corpus_format})")
+    read_report, unit_report = ReadReport(), UnitReport()
+    progress = _Progress(say, corpus_bytes(corpus))
+    writer = PassageWriter(out_dir)
+    try:
+        for doc in read_corpus(corpus, corpus_format, on_error=on_error, report=read_report):
+            for p in make_units([doc], unit_sentences, report=unit_report):
+                writer.add(p)
+            progress.tick(read_report, len(writer))
+    except BaseException:
+        writer.abort()
+        raise
+    n = writer.close()
+    progress.tick(read_report, n, final=True)
+    for err in read_report.skipped[:10]:
+        say(f"skipped {err}")
+    say(
+        f"{read_report.documents} documents → {n} passages "
+        f"({read_report.n_skipped} bad rows skipped, {unit_report.empty_documents} empty documents) "
+        f"in {time.perf_counter() - t0:.1f}s"
+    )
+    if not n:
+        raise ValueError(f"{corpus}: no passages to index (no document had any sentence)")
+    summary = {"key": key, "n_documents": read_report.documents, "n_passages": n,
+               "skipped_rows": read_report.n_skipped, "empty_documents": unit_report.empty_documents,
+               "blank_rows": read_report.blank_rows}
+    tmp = out_dir / (STORE_SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out_dir / STORE_SUMMARY)
+    return summary
+
+
 def _build_parts(
     corpus: Path,
     out_dir: Path,
@@ -154,38 +257,32 @@ def _build_parts(
     unit_sentences: int,
     on_error: OnError,
     progress: bool,
+    resume: bool,
     backend_params: dict[str, Any],
-) -> tuple[list[Passage], Any, ReadReport, UnitReport, str]:
-    """Read, cut, write passages.jsonl and build the backend (everything but the manifest)."""
-    t0 = time.perf_counter()
-    _say(progress, f"hashing {corpus}")
+) -> tuple[PassageStore, Any, dict[str, Any], str]:
+    """The passage store, then the backend over it (everything but the manifest)."""
+    def say(msg: str) -> None:
+        _say(progress, msg)
+
+    say(f"hashing {corpus}")
     digest = corpus_sha256(corpus)
-    _say(progress, f"reading {corpus} ({corpus_format})")
-    read_report, unit_report = ReadReport(), UnitReport()
-    docs = read_corpus(corpus, corpus_format, on_error=on_error, report=read_report)
-    passages = make_units(docs, unit_sentences, report=unit_report)
-    for err in read_report.skipped[:10]:
-        _say(progress, f"skipped {err}")
-    _say(
-        progress,
-        f"{read_report.documents} documents → {len(passages)} passages "
-        f"({read_report.n_skipped} bad rows skipped, {unit_report.empty_documents} empty documents) "
-        f"in {time.perf_counter() - t0:.1f}s",
-    )
-    if not passages:
-        raise ValueError(f"{corpus}: no passages to index (no document had any sentence)")
-    with (out_dir / PASSAGES).open("w", encoding="utf-8") as fh:
-        for p in passages:
-            fh.write(p.model_dump_json() + "\n")
+    key = _store_key(digest, corpus_format, unit_sentences, on_error)
+    summary = _reusable_store(out_dir, key) if resume else None
+    if summary is not None:
+        say(f"resuming: the passage store is complete ({summary['n_passages']} passages)")
+    else:
+        summary = _write_store(corpus, out_dir, corpus_format, unit_sentences, on_error, key, say)
+    store = PassageStore(out_dir, expect=summary["n_passages"])
 
     t1 = time.perf_counter()
-    _say(progress, f"building {retriever} over {len(passages)} passages")
-    if "progress" in inspect.signature(backend_cls.build).parameters:  # a runtime knob, not recorded
-        backend_params = {**backend_params, "progress": progress}
-    backend = backend_cls.build(passages, out_dir / retriever, **backend_params)
-    _say(progress, f"built {retriever} in {time.perf_counter() - t1:.1f}s")
-
-    return passages, backend, read_report, unit_report, digest
+    say(f"building {retriever} over {len(store)} passages")
+    accepted = inspect.signature(backend_cls.build).parameters
+    knobs = {"progress": progress, "say": say,  # runtime knobs, not recorded
+             "resume_key": f"{digest}|{corpus_format}|{unit_sentences}|{on_error}" if resume else None}
+    backend_params = {**backend_params, **{k: v for k, v in knobs.items() if k in accepted}}
+    backend = backend_cls.build(store, out_dir / retriever, **backend_params)
+    say(f"built {retriever} in {time.perf_counter() - t1:.1f}s")
+    return store, backend, summary, digest
 
 
 def build_index(
@@ -198,34 +295,41 @@ def build_index(
     on_error: OnError = "raise",
     overwrite: bool = False,
     progress: bool = True,
+    resume: bool = False,
     **backend_params: Any,
 ) -> Index:
-    """Read ``corpus``, cut it into units, build ``retriever`` over them in ``out_dir``.
+    """Read ``corpus`` (a file or a folder of files), cut it into units, build
+    ``retriever`` over them in ``out_dir``.
 
     ``backend_params`` go to the backend's ``build`` (e.g. ``k1=1.2`` for BM25, ``model=``
-    for dense). Refuses to overwrite an existing index unless ``overwrite=True``.
+    for dense). Refuses to overwrite an existing index unless ``overwrite=True``. A build
+    that fails removes the folder it created, unless ``resume=True``: then what it
+    finished stays, and the same call again continues from there.
     """
     from factrl import __version__
 
     corpus, out_dir = Path(corpus), Path(out_dir)
     backend_cls = RETRIEVERS.get(retriever)  # fail fast on unknown names
     CORPUS_FORMATS.get(corpus_format)
-    if not corpus.is_file():
+    if not corpus.exists():
         raise FileNotFoundError(f"corpus file not found: {corpus}")
     if (out_dir / MANIFEST).exists():
         if not overwrite:
             raise FileExistsError(f"{out_dir} already holds an index; pass overwrite=True (--overwrite) to replace it")
         (out_dir / MANIFEST).unlink()
-    if overwrite and (out_dir / retriever).is_dir():
-        shutil.rmtree(out_dir / retriever)
+    if overwrite:
+        (out_dir / STORE_SUMMARY).unlink(missing_ok=True)
+        if (out_dir / retriever).is_dir():
+            shutil.rmtree(out_dir / retriever)
     fresh = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        passages, backend, read_report, unit_report, digest = _build_parts(
-            corpus, out_dir, corpus_format, retriever, backend_cls, unit_sentences, on_error, progress, backend_params
+        store, backend, summary, digest = _build_parts(
+            corpus, out_dir, corpus_format, retriever, backend_cls, unit_sentences, on_error, progress, resume,
+            backend_params,
         )
     except BaseException:
-        if fresh:  # leave nothing half-built behind in a folder we created
+        if fresh and not resume:  # leave nothing half-built behind in a folder we created
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
 
@@ -237,11 +341,12 @@ def build_index(
             path=str(corpus.resolve()),
             sha256=digest,
             format=corpus_format,
-            n_documents=read_report.documents,
-            n_passages=len(passages),
+            n_documents=summary["n_documents"],
+            n_passages=summary["n_passages"],
             unit_sentences=unit_sentences,
-            skipped_rows=read_report.n_skipped,
-            empty_documents=unit_report.empty_documents,
+            skipped_rows=summary["skipped_rows"],
+            empty_documents=summary["empty_documents"],
+            blank_rows=summary.get("blank_rows", 0),
         ),
         factrl_version=__version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -249,7 +354,7 @@ def build_index(
     tmp = out_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
     tmp.replace(out_dir / MANIFEST)
-    return Index(out_dir, manifest, passages, backend)
+    return Index(out_dir, manifest, store, backend)
 
 
 def read_manifest(directory: Path | str) -> IndexManifest:
@@ -306,43 +411,36 @@ def _check_expect(directory: Path, m: IndexManifest, expect: dict[str, Any]) -> 
         raise IndexMismatchError(f"index {directory} does not match: " + "; ".join(problems))
 
 
-def _read_passages(path: Path) -> list[Passage]:
-    passages = []
-    with path.open("r", encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                passages.append(Passage.model_validate_json(line))
-            except ValidationError as exc:
-                raise IndexMismatchError(f"{path}:{line_no}: not a passage record ({exc.errors()[0]['msg']})") from None
-    return passages
-
-
-def load_index(directory: Path | str, *, expect: dict[str, Any] | None = None) -> Index:
+def load_index(directory: Path | str, *, expect: dict[str, Any] | None = None,
+               options: dict[str, Any] | None = None) -> Index:
     """Open an index directory built by :func:`build_index`.
 
     ``expect`` names what the caller relies on — ``retriever``, ``corpus_sha256``,
     ``unit_sentences``, or any backend param such as ``model`` or ``k1`` — and a
     disagreement raises :class:`IndexMismatchError` saying what differs, as does a missing
-    or unknown-version manifest or a missing file.
+    or unknown-version manifest or a missing file. ``options`` are the backend's runtime
+    knobs for loading (BM25: ``kernel``, ``n_threads``, ``mmap``); one the backend does
+    not take is a ``ValueError``.
+
+    Passages stay on disk (memory-mapped) and are parsed when a search returns them.
     """
     directory = Path(directory)
     manifest = read_manifest(directory)
     if expect:
         _check_expect(directory, manifest, expect)
-    passages_path, backend_dir = directory / PASSAGES, directory / manifest.retriever
-    for needed in (passages_path, backend_dir):
-        if not needed.exists():
-            raise IndexMismatchError(f"index {directory} is incomplete: {needed.name} is missing")
-    passages = _read_passages(passages_path)
-    if len(passages) != manifest.corpus.n_passages:
-        raise IndexMismatchError(
-            f"index {directory}: {PASSAGES} has {len(passages)} passages, manifest says {manifest.corpus.n_passages}"
-        )
+    backend_dir = directory / manifest.retriever
+    store = PassageStore(directory, expect=manifest.corpus.n_passages)
+    if not backend_dir.exists():
+        raise IndexMismatchError(f"index {directory} is incomplete: {backend_dir.name} is missing")
     try:
         backend_cls = RETRIEVERS.get(manifest.retriever)
     except RegistryError as exc:
         raise IndexMismatchError(f"index {directory} was built with retriever {manifest.retriever!r}: {exc}") from None
-    backend = backend_cls.load(passages, backend_dir, manifest.params)
-    return Index(directory, manifest, passages, backend)
+    options = dict(options or {})
+    if options:
+        accepted = inspect.signature(backend_cls.load).parameters
+        unknown = sorted(k for k in options if k not in accepted)
+        if unknown:
+            raise ValueError(f"retriever {manifest.retriever!r} takes no load option(s) {', '.join(unknown)}")
+    backend = backend_cls.load(store, backend_dir, manifest.params, **options)
+    return Index(directory, manifest, store, backend)

@@ -14,7 +14,11 @@
   reward is the well-formed floor 0.1 (or 0 if malformed) so the group keeps a value.
 
 The judge is any LM (``RewardDeps.lms["judge"]``): an in-process model or
-``openai:NAME`` over HTTP; it is called once per batch through ``LM.complete``.
+``openai:NAME`` over HTTP; it is called once per batch through ``LM.complete``. Or, with
+the parameter ``verifier="factrl-verifier"`` (or a judge that is a cross-encoder), the
+trained verifier reads "question + pseudo-gold answer" as a statement against the
+report (windows of three sentences): useful when it is SUPPORTED past the verifier's
+threshold (:func:`factrl.verifier.judge.judge_statements`); it never fails to answer.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from factrl.protocol.haris import binary_gold
 from factrl.rewards.base import REWARDS, RewardDeps
 from factrl.types import Message, RewardBreakdown, Trajectory
 
-__all__ = ["HarisHighReward", "HarisLowReward", "high_reward", "judge_messages", "parse_judge", "JUDGE_PROMPT"]
+__all__ = ["HarisHighReward", "HarisLowReward", "high_reward", "judge_messages", "parse_judge", "verifier_useful",
+           "JUDGE_PROMPT"]
 
 JUDGE_PROMPT = """Decide whether the gathered information is sufficient and useful to derive the correct answer to the question.
 
@@ -125,10 +130,15 @@ class HarisLowReward:
             for t in (trajs[i] for i in ask):
                 if not str(t.claim.meta.get("pseudo_answer") or "").strip():
                     raise ValueError(f"question {t.claim_id!r} has no meta['pseudo_answer'] for the judge")
-            convs = [judge_messages(trajs[i].claim.text, str(trajs[i].claim.meta["pseudo_answer"]),
-                                    str(trajs[i].meta["report"])) for i in ask]
-            for i, text in zip(ask, _judge_texts(self.judge, convs, self.max_judge_tokens)):
-                verdicts[i] = None if text is None else parse_judge(text)
+            if _is_pair_verifier(self.judge):
+                verdicts.update(zip(ask, verifier_useful(
+                    self.judge, [trajs[i].claim.text for i in ask],
+                    [str(trajs[i].claim.meta["pseudo_answer"]) for i in ask], [str(trajs[i].meta["report"]) for i in ask])))
+            else:
+                convs = [judge_messages(trajs[i].claim.text, str(trajs[i].claim.meta["pseudo_answer"]),
+                                        str(trajs[i].meta["report"])) for i in ask]
+                for i, text in zip(ask, _judge_texts(self.judge, convs, self.max_judge_tokens)):
+                    verdicts[i] = None if text is None else parse_judge(text)
         out = []
         for i, ok in enumerate(formed):
             said = verdicts.get(i)
@@ -143,9 +153,37 @@ class HarisLowReward:
 
     def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> HarisLowReward:
         """Override ``useful`` / ``not_useful`` / ``max_judge_tokens``; the judge is
-        ``deps.lms["judge"]``."""
+        ``deps.lms["judge"]``, or ``verifier`` (a name, e.g. ``"factrl-verifier"``: the
+        trained cross-encoder judges instead of an LM)."""
+        params = dict(params)
         judge = (deps.lms.get("judge") if deps is not None else None) or self.judge
-        return replace(self, judge=judge, **dict(params))
+        name = params.pop("verifier", None)
+        if name is not None:
+            from factrl.verifier.asset import load_verifier
+
+            judge = load_verifier(str(name))
+        return replace(self, judge=judge, **params)
+
+
+def _is_pair_verifier(judge: Any) -> bool:
+    from factrl.verifier.scoring import PairVerifier
+
+    return isinstance(judge, PairVerifier)
+
+
+def verifier_useful(verifier: Any, questions: Sequence[str], answers: Sequence[str],
+                    reports: Sequence[str]) -> list[bool]:
+    """The cross-encoder's low-level judgement: is "question answer" SUPPORTED by a
+    window of three sentences of the report?"""
+    from factrl.labels import Label
+    from factrl.verifier.judge import judge_statements, response_sentences
+
+    windows = []
+    for report in reports:
+        sentences = response_sentences(report, max_sentences=24)
+        windows.append([" ".join(sentences[i : i + 3]) for i in range(0, len(sentences), 3)])
+    statements = [f"{q.strip()} {a.strip()}" for q, a in zip(questions, answers)]
+    return [j.label == Label.SUPPORT for j in judge_statements(verifier, statements, windows)]
 
 
 REWARDS.register("haris_high")(HarisHighReward())

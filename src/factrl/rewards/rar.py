@@ -9,7 +9,10 @@ from, in order: a pools JSONL file (``pools=PATH``), the prompt's own ``document
 with none of these is an error naming it, not an empty evidence list.
 
 The verifier is ``RewardDeps.lms["verifier"]`` (any LM backend; the paper used
-Qwen3-32B), one pass per response with Figure 9's prompt (:mod:`factrl.rewards.rar_verifier`).
+Qwen3-32B), one pass per response with Figure 9's prompt (:mod:`factrl.rewards.rar_verifier`);
+or the trained cross-encoder (``verifier = "factrl-verifier"``, :mod:`factrl.verifier`):
+a response contradicts when any of its sentences against any retrieved chunk has a
+calibrated P(REFUTE) past ``refute_threshold`` (the verifier's, chosen on validation).
 ``rar_rating`` is Figure 10's 0–10 variant, scaled to [0, 1].
 
 Failures are counted, never silently scored: an output the parser cannot read is
@@ -77,6 +80,7 @@ class RarReward:
     chunk_tokenizer: str | None = None  # released: what cuts documents (default: the verifier's tokenizer)
     verifier_temperature: float | None = None  # None: 0 (paper, greedy), 1.0 (released, tinker's default)
     verifier_thinking: bool | None = None  # None: allowed (paper), disabled (released)
+    refute_threshold: float | None = None  # a cross-encoder verifier: P(REFUTE) that contradicts (None: its own)
     name: str = "rar"
     verifier: Any = field(default=None, repr=False, compare=False)
     retriever: Any = field(default=None, repr=False, compare=False)
@@ -93,6 +97,8 @@ class RarReward:
             raise ValueError(f"k and chunk_tokens must be >= 1, got {self.k}, {self.chunk_tokens}")
         if self.margin != 0.0 and self.mode != "choice":
             raise ValueError(f"margin applies to mode='choice' only (mode is {self.mode!r})")
+        if self.refute_threshold is not None and not 0.0 <= self.refute_threshold <= 1.0:
+            raise ValueError(f"refute_threshold must be in [0, 1], got {self.refute_threshold}")
         if self.min_documents < 0:
             raise ValueError(f"min_documents must be >= 0, got {self.min_documents}")
         if self.convention not in CONVENTIONS:
@@ -204,6 +210,9 @@ class RarReward:
                 [self.evidence(t, f"{t.claim.text}\n{r}") for _, t, r in todo])
         if not todo:
             outs = []
+        elif _is_pair_verifier(self.verifier):  # the trained cross-encoder (verifier=factrl-verifier)
+            outs = _cross_encoder_outputs(self.verifier, [r for _, _, r in todo], rows[2], rating=self.rating,
+                                          threshold=self.refute_threshold)
         elif self.mode == "choice":
             outs = verify_by_choice(self.verifier, *rows, margin=self.margin)
         else:
@@ -225,6 +234,9 @@ class RarReward:
     def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
         trajs = list(trajectories)
         if self.convention == "released":
+            if _is_pair_verifier(self.verifier):
+                raise ValueError("the released convention's verifier is an LM reading the released prompt; "
+                                 "a cross-encoder verifier (factrl-verifier) takes convention = 'paper'")
             from factrl.rewards.rar_released import score_released
 
             return score_released(self, trajs)
@@ -274,7 +286,10 @@ class RarReward:
         scores 0), ``min_documents`` (training prompts need that many documents),
         ``convention`` (``paper`` | ``released``), ``chunk_tokenizer``,
         ``verifier_temperature``, ``verifier_thinking`` (the verifier call's settings, each
-        defaulting to its convention's);
+        defaulting to its convention's),
+        ``refute_threshold`` (a cross-encoder verifier, e.g. ``factrl-verifier``: the
+        calibrated P(REFUTE) of any response sentence against any chunk that makes a
+        contradiction; default the verifier's own, chosen on validation);
         ``deps.lms["verifier"]`` is the verifier, ``deps.retriever`` a fallback evidence
         source."""
         extra: dict[str, Any] = {}
@@ -285,10 +300,33 @@ class RarReward:
                 extra["retriever"] = deps.retriever
         unknown = set(params) - {"k", "chunk_tokens", "pools", "on_parse_failure", "max_new_tokens", "mode", "margin",
                                  "nonstop_penalty", "min_documents", "convention", "chunk_tokenizer",
-                                 "verifier_temperature", "verifier_thinking"}
+                                 "verifier_temperature", "verifier_thinking", "refute_threshold"}
         if unknown:
             raise TypeError(f"unknown parameter(s) {sorted(unknown)}")
         return replace(self, **dict(params), **extra, _cache=_Cache())
+
+
+def _is_pair_verifier(verifier: Any) -> bool:
+    from factrl.verifier.scoring import PairVerifier
+
+    return isinstance(verifier, PairVerifier)
+
+
+def _cross_encoder_outputs(verifier: Any, responses: Sequence[str], evidence: Sequence[Sequence[Passage]], *,
+                           rating: bool, threshold: float | None) -> list[VerifierOutput]:
+    """A cross-encoder's reading as the LM verifier's output: SCORE 0 when a response
+    sentence against a chunk has P(REFUTE) at or past the threshold (binary), or
+    round(10·(1 − max P(REFUTE))) (rating)."""
+    from factrl.verifier.judge import response_contradictions
+
+    chunks = [[f"{p.title}: {p.text}" if p.title else p.text for p in ev] for ev in evidence]
+    out = []
+    for c in response_contradictions(verifier, responses, chunks, threshold=threshold):
+        why = (f"P(REFUTE) = {c.p_refute:.3f} (threshold {c.threshold:.3f})"
+               + (f" for {c.sentence!r} against chunk {c.chunk + 1}" if c.chunk is not None else ""))
+        score = round(10 * (1 - c.p_refute)) if rating else int(not c.contradicts)
+        out.append(VerifierOutput(score, why, None, why))
+    return out
 
 
 REWARDS.register("rar")(RarReward())

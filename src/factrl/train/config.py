@@ -146,7 +146,8 @@ class HarisSettings:
 
     rounds: int = 1  # N alternating rounds after the foundation stage (T split into N segments)
     searcher_model: str | None = None  # the search agent's starting model (default: model.id)
-    judge_model: str = "smollm2"  # the low-level reward's LM judge (paper: GPT-4o-mini); "openai:NAME" works
+    judge_model: str = "smollm2"  # the low-level reward's LM judge (paper: GPT-4o-mini); "openai:NAME" works;
+    # "factrl-verifier": the trained cross-encoder instead of an LM
     judge_base_url: str | None = None
     answer_model: str = "smollm2"  # writes pseudo-gold answers from the gold evidence (paper: GPT-4o)
     answer_base_url: str | None = None

@@ -103,7 +103,11 @@ class _Run:
     @property
     def judge(self) -> Any:
         if self._judge is None:
-            self._judge = _load(self.h.judge_model, self.cfg.model, self.h.judge_base_url)
+            from factrl.verifier.asset import is_verifier_name, load_verifier
+
+            # judge_model = "factrl-verifier": the trained cross-encoder judges (haris_low's verifier option)
+            self._judge = (load_verifier(self.h.judge_model) if is_verifier_name(self.h.judge_model)
+                           else _load(self.h.judge_model, self.cfg.model, self.h.judge_base_url))
         return self._judge
 
     @property

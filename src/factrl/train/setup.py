@@ -60,11 +60,19 @@ def run_reward(cfg: GRPORunConfig, make_env: Callable[[], Env]) -> Reward:
 
 
 def load_reward_lm(model: str, *, base_url: str | None = None, on: ModelSettings | None = None) -> Any:
-    """A reward's LM: over HTTP for ``openai:NAME`` (with ``base_url``), else loaded here
-    where ``on`` (the run's ``model`` settings) says, auto by default (on the GPU when
-    there is one), and never trained."""
+    """A reward's LM: over HTTP for ``openai:NAME`` (with ``base_url``), the trained
+    cross-encoder for ``factrl-verifier`` (or a verifier folder), else loaded here where
+    ``on`` (the run's ``model`` settings) says, auto by default (on the GPU when there is
+    one), and never trained."""
     from factrl.lm.loader import load_lm, remote_backend
+    from factrl.verifier.asset import is_verifier_name
 
+    if is_verifier_name(model):  # the trained cross-encoder (factrl-verifier): CPU, no LM
+        if base_url:
+            raise ValueError(f"reward.verifier_base_url is for an openai:NAME verifier, not {model!r}")
+        from factrl.verifier.asset import load_verifier
+
+        return load_verifier(model)
     if remote_backend(model) is not None:
         return load_lm(model, **({"base_url": base_url} if base_url else {}))
     if base_url:

@@ -1,0 +1,199 @@
+"""The trained verifier on SciFact and its scoring speed (docs/benchmarks.md, "The verifier").
+
+``agent``: the ``retrieve_verify`` agent, online with BM25 over the SciFact corpus, on the
+verifier's held-out SciFact claims (the claim groups its training never saw; CONFLICTING
+claims, with no three-way label, are left out): label accuracy with a Wilson 95 %
+interval, per-label recall with intervals, macro-F1, gold-evidence hits, seconds per
+claim. ``--tune`` first picks the two aggregation thresholds on the *validation* claims
+(grid, best accuracy) and reports held-out figures with them beside the verifier's own.
+
+``speed``: batched scoring throughput on held-out SciFact and Climate-FEVER pairs, fp32
+and int8, at 1 and 2 torch threads (pairs per wall-clock second, and per CPU-second of the
+process, which a shared machine's wall clock does not show), and the int8 label agreement
+with fp32.
+
+    nice -n 19 env OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/verifier_scifact.py agent \\
+        --index runs/scifact-index --top-k 3 --tune --json runs/verifier/agent.json
+    nice -n 19 env PYTHONPATH=src python benchmarks/verifier_scifact.py speed --json runs/verifier/speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _claims(data_dir: Path, split: str) -> list[Any]:
+    from factrl.datasets import load_dataset
+    from factrl.verifier.pairs import SplitFractions
+    from factrl.verifier.sources import SciFactPairs
+
+    pairs = SciFactPairs().pairs(data_dir, SplitFractions())
+    ids = {p.claim_id for p in pairs if p.split == split}
+    claims = load_dataset("scifact", data_dir / "scifact", "train").claims
+    return [c for c in claims if c.id in ids]
+
+
+def _run(claims: list[Any], index: Any, verifier: Any, params: dict[str, Any]) -> list[Any]:
+    from factrl.envs import EnvDeps, EnvSpec, env_factory
+    from factrl.lm.scripted import null_lm
+    from factrl.rollout import RolloutConfig, run_episodes
+
+    make_env = env_factory(EnvSpec(name="retrieve_verify", params=params),
+                           EnvDeps(retriever=index, lms={"verifier": verifier}))
+    return run_episodes(make_env, claims, null_lm(), RolloutConfig(temperature=0.0, max_new_tokens=2, batch_size=1),
+                        score=False)
+
+
+def _summary(claims: list[Any], trajs: list[Any]) -> dict[str, Any]:
+    from factrl.labels import Label
+    from factrl.metrics.classification import macro_f1
+    from factrl.metrics.significance import wilson_interval
+
+    gold = [c.label for c in claims]
+    pred = [t.verdict.label for t in trajs]
+    right = sum(g == p for g, p in zip(gold, pred))
+    recall = {}
+    for label in (Label.SUPPORT, Label.REFUTE, Label.NEI):
+        n = sum(g == label for g in gold)
+        k = sum(g == label and p == label for g, p in zip(gold, pred))
+        recall[label.value] = {"recall": k / n if n else None, "ci95": list(wilson_interval(k, n)) if n else None,
+                               "n": n, "predicted": sum(p == label for p in pred)}
+    hits = [bool(set(t.verdict.evidence_ids) & set(c.evidence_ids)) for c, t in zip(claims, trajs)
+            if c.label in (Label.SUPPORT, Label.REFUTE) and t.verdict.label == c.label]
+    seconds = [t.timings.get("search_s", 0.0) + t.timings.get("verify_s", 0.0) for t in trajs]
+    return {"n": len(claims), "accuracy": right / len(claims), "accuracy_ci95": list(wilson_interval(right, len(claims))),
+            "macro_f1": macro_f1(gold, pred, [Label.SUPPORT, Label.REFUTE, Label.NEI]), "per_label": recall,
+            "correct_with_gold_evidence": (sum(hits) / len(hits)) if hits else None,
+            "seconds_per_claim": {"mean": statistics.mean(seconds), "median": statistics.median(seconds),
+                                  "p95": sorted(seconds)[int(0.95 * (len(seconds) - 1))]},
+            "errors": sum(t.error is not None for t in trajs)}
+
+
+def _relabel(trajs: list[Any], support: float, refute: float, units: int | None = None) -> list[Any]:
+    """The verdicts the same scored sentences give under other thresholds, or (``units``)
+    from the sentences of the first ``units`` retrieved units only (no rescoring)."""
+    import numpy as np
+
+    from factrl.verifier.judge import aggregate_verdict
+    from factrl.verifier.scoring import Thresholds
+
+    out = []
+    for t in trajs:
+        scored = t.meta.get("scored", [])
+        if units is not None:
+            keep = set(t.retrieved_ids[:units])
+            scored = [s for s in scored if s.get("unit") in keep]
+        probs = np.array([[s["support"], s["refute"], s["nei"]] for s in scored]).reshape(-1, 3)
+        v = aggregate_verdict(probs, [s["id"] for s in scored], Thresholds(support, refute))
+        c = t.model_copy(deep=True)
+        c.verdict = c.verdict.model_copy(update={"label": v.label, "evidence_ids": v.evidence_ids})
+        out.append(c)
+    return out
+
+
+def agent(args: argparse.Namespace) -> dict[str, Any]:
+    from factrl.retrieval.index import load_index
+    from factrl.verifier.asset import load_verifier
+
+    index = load_index(args.index)
+    verifier = load_verifier(args.verifier, precision=args.precision)
+    params = {"top_k": args.top_k, "granularity": args.granularity, "verifier": args.verifier,
+              "precision": args.precision}
+    held = _claims(args.data_dir, "held_out")
+    report: dict[str, Any] = {"verifier": verifier.info(), "params": params, "split": "held_out"}
+    t0 = time.perf_counter()
+    trajs = _run(held, index, verifier, params)
+    report["wall_s"] = time.perf_counter() - t0
+    report["own_thresholds"] = _summary(held, trajs)
+    if args.tune:
+        val = _claims(args.data_dir, "validation")
+        vtrajs = _run(val, index, verifier, params)
+        grid = [round(x, 2) for x in [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]]
+        best = max(itertools.product(grid, grid),
+                   key=lambda st: (_summary(val, _relabel(vtrajs, *st))["accuracy"], st))
+        report["tuned_on_validation"] = {"thresholds": {"support": best[0], "refute": best[1]},
+                                         "validation": _summary(val, _relabel(vtrajs, *best)),
+                                         "held_out": _summary(held, _relabel(trajs, *best))}
+        # fewer units: the first m units' sentences of the same run (seconds not re-measured)
+        own = verifier.thresholds
+        report["fewer_units"] = {}
+        for m in range(1, args.top_k):
+            tuned = max(itertools.product(grid, grid),
+                        key=lambda st: (_summary(val, _relabel(vtrajs, *st, units=m))["accuracy"], st))
+            report["fewer_units"][m] = {
+                "own": _summary(held, _relabel(trajs, own.support, own.refute, units=m))["accuracy"],
+                "tuned_thresholds": list(tuned),
+                "tuned_validation": _summary(val, _relabel(vtrajs, *tuned, units=m))["accuracy"],
+                "tuned_held_out": _summary(held, _relabel(trajs, *tuned, units=m))["accuracy"]}
+    return report
+
+
+def speed(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    from factrl.verifier.asset import load_verifier
+    from factrl.verifier.pairs import SplitFractions, build_pairs
+
+    pairs = [p for p in build_pairs(args.data_dir, ["scifact", "climate_fever"], SplitFractions())
+             if p.split == "held_out"][: args.pairs]
+    claims, evidence = [p.claim for p in pairs], [p.evidence for p in pairs]
+    out: dict[str, Any] = {"pairs": len(pairs), "mean_tokens": None, "runs": []}
+    ref = None
+    for precision in ("fp32", "int8"):
+        v = load_verifier(args.verifier, precision=precision)
+        if out["mean_tokens"] is None:
+            enc = v.tokenizer(claims, evidence, truncation="longest_first", max_length=v.max_length)
+            out["mean_tokens"] = float(np.mean([len(x) for x in enc["input_ids"]]))
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            v.predict(claims[:32], evidence[:32])  # warm-up
+            t0, c0 = time.perf_counter(), time.process_time()
+            probs = v.predict(claims, evidence)
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            # wall-clock throughput, and per CPU-second of this process (what the scoring
+            # gets from the cores it is given: the figure an idle box's core reaches when the
+            # machine is shared and the wall clock counts other jobs' time)
+            row = {"precision": precision, "threads": threads, "pairs_per_s": len(pairs) / dt, "seconds": dt,
+                   "cpu_seconds": cpu, "pairs_per_cpu_s": len(pairs) / cpu if cpu > 0 else None,
+                   "load_avg_1m": os.getloadavg()[0]}
+            if precision == "fp32" and ref is None:
+                ref = probs.argmax(1)
+            elif ref is not None:
+                row["label_agreement_with_fp32"] = float((probs.argmax(1) == ref).mean())
+            out["runs"].append(row)
+            print(json.dumps(row), flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("agent", "speed"))
+    ap.add_argument("--verifier", default="factrl-verifier")
+    ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--index", type=Path, default=Path("runs/scifact-index"))
+    ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--granularity", default="sentence")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--pairs", type=int, default=512)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    report = agent(args) if args.what == "agent" else speed(args)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""A fact-checking cross-encoder trained by factrl (``factrl-verifier``)."""

@@ -1,0 +1,166 @@
+"""Verifier pairs: splits by group, the sources' pair kinds, hard negatives within a split."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from factrl.labels import Label
+from factrl.verifier.pairs import PAIR_SOURCES, SplitFractions, build_pairs, connected_groups, split_of
+
+
+def test_split_of_is_seeded_and_follows_fractions():
+    f = SplitFractions(held_out=0.2, validation=0.1, seed=0)
+    splits = [split_of("src", f"g{i}", f) for i in range(4000)]
+    counts = Counter(splits)
+    assert abs(counts["held_out"] / 4000 - 0.2) < 0.03 and abs(counts["validation"] / 4000 - 0.1) < 0.03
+    assert splits == [split_of("src", f"g{i}", f) for i in range(4000)]  # deterministic
+    other = [split_of("src", f"g{i}", SplitFractions(0.2, 0.1, seed=1)) for i in range(4000)]
+    assert other != splits  # the seed matters
+    # a group's split does not depend on which other groups exist
+    assert split_of("src", "g7", f) == splits[7]
+
+
+def test_split_fractions_are_checked():
+    with pytest.raises(ValueError):
+        SplitFractions(held_out=0.6, validation=0.5)
+
+
+def test_connected_groups_join_items_sharing_any_key():
+    groups = connected_groups([["a", "b"], ["c"], ["b", "d"], ["d"], [], ["e", "c"]])
+    assert groups[0] == groups[2] == groups[3] == "a"
+    assert groups[1] == groups[5] == "c"
+    assert groups[4] == "#item4"
+
+
+def _write_scifact(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = [
+        {"doc_id": 1, "title": "T1", "abstract": ["Aspirin lowers fever in adults.", "The trial enrolled adults.",
+                                                  "Aspirin dosage was fixed."], "structured": False},
+        {"doc_id": 2, "title": "T2", "abstract": ["Vitamin C does not prevent colds.", "Colds were counted weekly."],
+         "structured": False},
+        {"doc_id": 3, "title": "T3", "abstract": ["Sleep improves memory consolidation.", "Memory was tested."],
+         "structured": False},
+    ]
+    claims = [
+        {"id": 10, "claim": "Aspirin lowers fever.", "evidence": {"1": [{"sentences": [0], "label": "SUPPORT"}]},
+         "cited_doc_ids": [1]},
+        {"id": 11, "claim": "Aspirin raises fever.", "evidence": {"1": [{"sentences": [0, 2], "label": "CONTRADICT"}]},
+         "cited_doc_ids": [1]},
+        {"id": 12, "claim": "Vitamin C prevents colds.", "evidence": {"2": [{"sentences": [0], "label": "CONTRADICT"}]},
+         "cited_doc_ids": [2]},
+        {"id": 13, "claim": "Sleep memory effects are large.", "evidence": {}, "cited_doc_ids": [3]},
+    ]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    (folder / "claims_train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in claims))
+    return folder
+
+
+def test_scifact_pairs_kinds_groups_and_hard_negatives(tmp_path):
+    _write_scifact(tmp_path / "scifact")
+    pairs = PAIR_SOURCES.get("scifact").pairs(tmp_path, SplitFractions(held_out=0.0, validation=0.0))
+    by = {(p.claim_id, p.kind, p.evidence): p.label for p in pairs}
+    assert by[("10", "gold", "Aspirin lowers fever in adults.")] == Label.SUPPORT
+    assert by[("11", "gold", "Aspirin lowers fever in adults. Aspirin dosage was fixed.")] == Label.REFUTE
+    # a multi-sentence rationale also trains sentence by sentence
+    assert by[("11", "gold_sentence", "Aspirin dosage was fixed.")] == Label.REFUTE
+    # NOT ENOUGH INFO from the gold abstract's other sentences, never a rationale sentence
+    negs = [p for p in pairs if p.kind == "hard_negative"]
+    assert negs and all(p.label == Label.NEI for p in negs)
+    assert {(p.claim_id, p.evidence) for p in negs} >= {("10", "Aspirin dosage was fixed.")}
+    assert ("11", "Aspirin dosage was fixed.") not in {(p.claim_id, p.evidence) for p in negs}
+    cited = [p for p in pairs if p.kind == "cited"]
+    assert [(p.claim_id, p.label) for p in cited] and all(p.claim_id == "13" and p.label == Label.NEI for p in cited)
+    # claims citing the same abstract share a group (and so a split)
+    groups = {p.claim_id: p.group for p in pairs}
+    assert groups["10"] == groups["11"] != groups["12"]
+
+
+def test_scifact_held_out_claims_keep_no_single_sentence_pairs(tmp_path):
+    _write_scifact(tmp_path / "scifact")
+    pairs = PAIR_SOURCES.get("scifact").pairs(tmp_path, SplitFractions(held_out=0.99, validation=0.0))
+    assert {p.split for p in pairs} == {"held_out"}
+    assert not [p for p in pairs if p.kind == "gold_sentence"]
+
+
+def _write_feverous(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {"id": i, "claim": claim, "label": label, "evidence": evidence, "challenge": "x"}
+        for i, (claim, label, evidence) in enumerate([
+            ("Paris is the capital of France.", "supports", "Paris\tParis is the capital of [[France]]."),
+            ("Berlin is the capital of Spain.", "refutes", "Berlin\tBerlin is the capital of Germany."),
+            ("Paris has many museums.", "supports", "Paris\tParis has many museums and galleries."),
+            ("Madrid is the capital of Spain.", "supports", "Madrid\tMadrid is the capital of Spain."),
+        ])
+    ]
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def test_feverous_hard_negatives_come_from_other_pages_of_the_same_split(tmp_path):
+    _write_feverous(tmp_path / "feverous_s" / "dev.json")
+    pairs = PAIR_SOURCES.get("feverous_s").pairs(tmp_path, SplitFractions(held_out=0.0, validation=0.0))
+    gold = [p for p in pairs if p.kind == "gold"]
+    assert [p.evidence for p in gold][0] == "Paris: Paris is the capital of France."
+    negs = [p for p in pairs if p.kind == "hard_negative"]
+    assert negs and all(p.label == Label.NEI for p in negs)
+    for p in negs:  # never a line of the claim's own page
+        own_page = next(g.evidence.split(":")[0] for g in gold if g.claim_id == p.claim_id)
+        assert not p.evidence.startswith(own_page + ":")
+    # the two Paris claims share a page: one group
+    assert len({p.group for p in gold if "Paris" in p.claim}) == 1
+
+
+def test_feverous_hard_negatives_never_cross_splits(tmp_path):
+    _write_feverous(tmp_path / "feverous_s" / "dev.json")
+    fractions = SplitFractions(held_out=0.5, validation=0.0, seed=3)
+    pairs = PAIR_SOURCES.get("feverous_s").pairs(tmp_path, fractions)
+    split_of_text = {p.evidence: p.split for p in pairs if p.kind == "gold"}
+    for p in pairs:
+        if p.kind == "hard_negative":
+            assert split_of_text[p.evidence.replace(": ", ": ", 1)] == p.split
+
+
+def test_climate_fever_pairs_use_each_sentence_label(tmp_path):
+    path = tmp_path / "climate_fever" / "climate-fever.jsonl"
+    path.parent.mkdir(parents=True)
+    row = {"claim_id": "7", "claim": "CO2 warms the planet.", "claim_label": "DISPUTED", "evidences": [
+        {"evidence_id": "Global warming:1", "evidence_label": "SUPPORTS", "article": "Global warming",
+         "evidence": "CO2 traps heat.", "votes": []},
+        {"evidence_id": "Climate:2", "evidence_label": "REFUTES", "article": "Climate",
+         "evidence": "CO2 has no effect.", "votes": []},
+        {"evidence_id": "Climate:3", "evidence_label": "NOT_ENOUGH_INFO", "article": "Climate",
+         "evidence": "Climate is complex.", "votes": []}]}
+    path.write_text(json.dumps(row) + "\n")
+    pairs = PAIR_SOURCES.get("climate_fever").pairs(tmp_path, SplitFractions())
+    assert [(p.evidence, p.label) for p in pairs] == [
+        ("Global warming: CO2 traps heat.", Label.SUPPORT), ("Climate: CO2 has no effect.", Label.REFUTE),
+        ("Climate: Climate is complex.", Label.NEI)]
+
+
+def test_build_pairs_names_a_missing_source(tmp_path):
+    with pytest.raises(FileNotFoundError, match="scifact"):
+        build_pairs(tmp_path, ["scifact"], SplitFractions())
+    assert build_pairs(tmp_path, ["scifact"], SplitFractions(), on_missing="skip") == []
+
+
+@pytest.mark.data
+def test_real_data_splits_are_disjoint_by_claim_and_group(shared_data):
+    pairs = build_pairs(shared_data, ["scifact", "climate_fever"], SplitFractions())
+    for source in ("scifact", "climate_fever"):
+        mine = [p for p in pairs if p.source == source]
+        by_claim: dict[str, set[str]] = {}
+        by_group: dict[str, set[str]] = {}
+        for p in mine:
+            by_claim.setdefault(p.claim_id, set()).add(p.split)
+            by_group.setdefault(p.group, set()).add(p.split)
+        assert all(len(s) == 1 for s in by_claim.values())
+        assert all(len(s) == 1 for s in by_group.values())
+        held = sum(p.split == "held_out" for p in mine) / len(mine)
+        assert 0.1 < held < 0.35
+    assert {p.label for p in pairs if p.source == "scifact"} == {Label.SUPPORT, Label.REFUTE, Label.NEI}
