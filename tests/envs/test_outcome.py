@@ -59,3 +59,14 @@ def test_missing_fields_are_the_ones_a_reward_reads() -> None:
 
     assert missing_fields(Reads(), {"report": "r"}) == ["qa"]
     assert missing_fields(object(), {}) == []
+
+
+def test_an_environment_without_an_lm_has_no_text_outcome() -> None:
+    from factrl.envs.outcome import OutcomeError
+
+    class Decides(VerdictOnly):
+        name = "decides"
+        lm_free = True
+
+    with pytest.raises(OutcomeError, match="'decides' decides without a language model"):
+        outcome_of(Decides(), "yes", SHORT)

@@ -43,6 +43,9 @@ TEXTS = {
 # environment cannot recover from text (ProFact's questions and answers come from its
 # search stage).
 REFUSED = {("profact", "profact")}
+# Environments that decide without an LM (the verifier's retrieve_verify): no text
+# carries their verdict, so the shim refuses them whatever the reward.
+LM_FREE = {"retrieve_verify"}
 
 
 class OneHitRetriever:
@@ -96,6 +99,10 @@ def test_evaluate_and_verl_shim_score_alike(env_name: str, reward_name: str, tex
         truth = {"label": t["claim"]["label"], "evidence": [e["id"] for e in t["claim"]["evidence"]]}
         call = lambda: compute_score("test", model_text, truth, extra, env=env_name,  # noqa: E731
                                      reward=reward_name, reward_deps=_deps())
+        if env_name in LM_FREE:
+            with pytest.raises(OutcomeError, match=f"environment {env_name!r} decides without a language model"):
+                call()
+            continue
         if (env_name, reward_name) in REFUSED:
             with pytest.raises(OutcomeError, match=f"reward {reward_name!r} reads .* environment {env_name!r}"):
                 call()

@@ -38,7 +38,11 @@ class Outcome:
 
 def outcome_of(env: Any, model_text: str, claim: Claim) -> Outcome:
     """``env.parse_outcome(model_text, claim)`` when the environment declares one, else
-    the verdict alone."""
+    the verdict alone. An environment that runs no LM (``lm_free``) has no text to read:
+    :class:`OutcomeError`."""
+    if getattr(env, "lm_free", False):  # e.g. retrieve_verify: the verdict is decided at reset
+        raise OutcomeError(f"environment {getattr(env, 'name', type(env).__name__)!r} decides without a language "
+                           "model: no response text carries its verdict")
     parse = getattr(env, "parse_outcome", None)
     if callable(parse):
         outcome = parse(model_text, claim)
