@@ -23,6 +23,58 @@ def _worse(s1: float, d1: int, s2: float, d2: int) -> bool:
 _BLOCK = 131_072
 
 
+@numba.njit(inline="always")
+def _offer(hs, hd, cnt, k, s, d):  # noqa: ANN001, ANN202
+    """Offer row ``d`` scored ``s`` to the bounded heap ``hs``/``hd`` of ``cnt`` kept rows
+    (the worst at the root, at most ``k``); returns the new count."""
+    if cnt < k:  # grow the heap
+        j = cnt
+        hs[j] = s
+        hd[j] = d
+        cnt += 1
+        while j > 0:
+            p = (j - 1) // 2
+            if _worse(hs[j], hd[j], hs[p], hd[p]):
+                hs[j], hs[p] = hs[p], hs[j]
+                hd[j], hd[p] = hd[p], hd[j]
+                j = p
+            else:
+                break
+    elif _worse(hs[0], hd[0], s, d):  # better than the worst kept: replace it
+        hs[0] = s
+        hd[0] = d
+        j = 0
+        while True:
+            left = 2 * j + 1
+            if left >= cnt:
+                break
+            c = left
+            if left + 1 < cnt and _worse(hs[left + 1], hd[left + 1], hs[left], hd[left]):
+                c = left + 1
+            if _worse(hs[c], hd[c], hs[j], hd[j]):
+                hs[j], hs[c] = hs[c], hs[j]
+                hd[j], hd[c] = hd[c], hd[j]
+                j = c
+            else:
+                break
+    return cnt
+
+
+@numba.njit(inline="always")
+def _best_first(hs, hd, cnt):  # noqa: ANN001, ANN202
+    """Sort the ``cnt`` kept rows best first (insertion sort of the kept few)."""
+    for i in range(1, cnt):
+        s = hs[i]
+        d = hd[i]
+        j = i - 1
+        while j >= 0 and _worse(hs[j], hd[j], s, d):
+            hs[j + 1] = hs[j]
+            hd[j + 1] = hd[j]
+            j -= 1
+        hs[j + 1] = s
+        hd[j + 1] = d
+
+
 @numba.njit
 def _accumulate(data, indices, indptr, terms, weights, acc, touched, m, cursor, block):  # noqa: ANN001, ANN202
     """Add ``weights[i] ×`` the lists of ``terms`` into ``acc`` ``block`` rows at a time
@@ -96,47 +148,8 @@ def topk_batch(data, indices, indptr, terms, offsets, k, acc, touched, out_docs,
             acc[d] = 0.0
             if not s > 0.0:
                 continue
-            if cnt < k:  # grow the heap (worst at the root)
-                j = cnt
-                hs[j] = s
-                hd[j] = d
-                cnt += 1
-                while j > 0:
-                    p = (j - 1) // 2
-                    if _worse(hs[j], hd[j], hs[p], hd[p]):
-                        hs[j], hs[p] = hs[p], hs[j]
-                        hd[j], hd[p] = hd[p], hd[j]
-                        j = p
-                    else:
-                        break
-            elif _worse(hs[0], hd[0], s, d):  # better than the worst kept: replace it
-                hs[0] = s
-                hd[0] = d
-                j = 0
-                while True:
-                    left = 2 * j + 1
-                    if left >= cnt:
-                        break
-                    c = left
-                    if left + 1 < cnt and _worse(hs[left + 1], hd[left + 1], hs[left], hd[left]):
-                        c = left + 1
-                    if _worse(hs[c], hd[c], hs[j], hd[j]):
-                        hs[j], hs[c] = hs[c], hs[j]
-                        hd[j], hd[c] = hd[c], hd[j]
-                        j = c
-                    else:
-                        break
-        # best first: insertion sort of the kept few
-        for i in range(1, cnt):
-            s = hs[i]
-            d = hd[i]
-            j = i - 1
-            while j >= 0 and _worse(hs[j], hd[j], s, d):
-                hs[j + 1] = hs[j]
-                hd[j + 1] = hd[j]
-                j -= 1
-            hs[j + 1] = s
-            hd[j + 1] = d
+            cnt = _offer(hs, hd, cnt, k, s, d)
+        _best_first(hs, hd, cnt)
         out_counts[q] = cnt
     return np.int64(0)
 
@@ -326,46 +339,8 @@ def maxscore_batch(data, indices, indptr, colmax, terms, offsets, k, acc, touche
             work += nt
             if not sc > 0.0:
                 continue
-            if cnt < k:
-                j = cnt
-                hs[j] = sc
-                hd[j] = d
-                cnt += 1
-                while j > 0:
-                    p = (j - 1) // 2
-                    if _worse(hs[j], hd[j], hs[p], hd[p]):
-                        hs[j], hs[p] = hs[p], hs[j]
-                        hd[j], hd[p] = hd[p], hd[j]
-                        j = p
-                    else:
-                        break
-            elif _worse(hs[0], hd[0], sc, d):
-                hs[0] = sc
-                hd[0] = d
-                j = 0
-                while True:
-                    left = 2 * j + 1
-                    if left >= cnt:
-                        break
-                    c = left
-                    if left + 1 < cnt and _worse(hs[left + 1], hd[left + 1], hs[left], hd[left]):
-                        c = left + 1
-                    if _worse(hs[c], hd[c], hs[j], hd[j]):
-                        hs[j], hs[c] = hs[c], hs[j]
-                        hd[j], hd[c] = hd[c], hd[j]
-                        j = c
-                    else:
-                        break
-        for i in range(1, cnt):
-            s2 = hs[i]
-            d2 = hd[i]
-            j = i - 1
-            while j >= 0 and _worse(hs[j], hd[j], s2, d2):
-                hs[j + 1] = hs[j]
-                hd[j + 1] = hd[j]
-                j -= 1
-            hs[j + 1] = s2
-            hd[j + 1] = d2
+            cnt = _offer(hs, hd, cnt, k, sc, d)
+        _best_first(hs, hd, cnt)
         out_counts[q] = cnt
         out_work[q] = work
     return np.int64(0)
