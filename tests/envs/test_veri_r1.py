@@ -216,3 +216,23 @@ def test_every_information_is_followed_by_think():
     assert not traj.verdict.format_ok and traj.reward.total == 3.0
     (traj,) = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], ScriptedLM(script(GOOD)))
     assert traj.verdict.format_ok and traj.reward.total == 4.0
+
+
+def test_offline_lines_show_as_many_lines_with_or_without_gold_evidence():
+    import re
+
+    doc = [EvidenceRef(id=f"d_sentence_{i}", doc_id="d", text=f"Fact {i}.") for i in range(5)]
+    supported = Claim(id="s", text="c", label="SUPPORT", evidence=[doc[4]])
+    no_gold = Claim(id="n", text="c", label="NOT ENOUGH INFO")
+
+    def lines(config: VeriR1Config, claim: Claim) -> list[str]:
+        env = VeriR1Env(None, config, context=lambda c: doc[:3])
+        return re.findall(r"\[\[(d_sentence_\d)\]\]:", env.reset(claim)[0].content)
+
+    plain = VeriR1Config(mode="offline")
+    assert len(lines(plain, supported)) == 4 and len(lines(plain, no_gold)) == 3  # the count tells the label
+    fixed = VeriR1Config(mode="offline", offline_lines=3)
+    assert len(lines(fixed, supported)) == 3 and len(lines(fixed, no_gold)) == 3
+    assert "d_sentence_4" in lines(fixed, supported)  # the gold sentence is never the one dropped
+    with pytest.raises(ValueError, match="offline_lines"):
+        VeriR1Config(mode="offline", offline_lines=0)

@@ -37,8 +37,15 @@ class VeriR1Config:
     # "paper": the released prompts word for word; "short": the same protocol in ~110
     # tokens instead of ~440 (what the shipped embedded agent is trained and run with).
     prompt: Literal["paper", "short"] = "paper"
+    # Offline: show exactly this many information lines (the gold evidence, then context
+    # sentences), so that how many lines a claim gets says nothing about its label — a
+    # claim without gold evidence (NOT ENOUGH INFO) otherwise shows one line fewer when
+    # its gold sentence falls outside the context. Unset: gold + context as given.
+    offline_lines: int | None = None
 
     def __post_init__(self) -> None:
+        if self.offline_lines is not None and int(self.offline_lines) < 1:
+            raise ValueError(f"Veri-R1 offline_lines must be at least 1 (or unset), got {self.offline_lines}")
         if self.mode not in ("online", "offline"):
             raise ValueError(f"Veri-R1 mode must be 'online' or 'offline', got {self.mode!r}")
         if self.prompt not in prompts.VERI_R1_PROMPTS:
@@ -202,6 +209,8 @@ class VeriR1Env:
         if self.context is not None:
             known = {r.id for r in refs}
             refs += [r for r in self.context(claim) if r.id not in known]
+        if self.config.offline_lines is not None:
+            refs = refs[: max(int(self.config.offline_lines), len(claim.evidence))]  # the gold always stays
         missing = [r.id for r in refs if not r.text]
         if missing:
             raise ValueError(

@@ -49,10 +49,18 @@ class FactworldRecipe:
     teacher_claims: int = 300
     teacher_noise: float = 0.5
     teacher_seed: int = 0
+    # Systematic teacher errors, "GOLD->SAID:RATE,..." (recipes.noisy_teacher.parse_confusion):
+    # "REFUTE->SUPPORT:0.6" teaches a warm-up whose greedy verdict on REFUTE claims is wrong.
+    teacher_confusion: str = ""
+    # The teacher's reasoning: "quote" (quote the cited sentence, then judge) or "compare"
+    # (the claimed and the stated value side by side, then judge; train.teacher).
+    teacher_reasoning: str = "quote"
     sft_learning_rate: float = 2e-4
     sft_epochs: float = 1.0
     sft_max_minutes: float | None = 12.0
     sft_decision_weight: float = 1.0
+    sft_tokens_per_batch: int = 4096  # padded tokens per optimiser step
+    sft_lora_layers: int | None = None  # LoRA in the top N blocks only (train.lora); unset: all
     checkpoints: tuple[float, ...] = (0.25, 0.5, 1.0)
     controls: tuple[str, ...] = ()  # e.g. ("flip_advantage", "invert_mask", "shuffle_rewards")
     grpo_overrides: dict[str, Any] = field(default_factory=dict)  # --set keys of the preset
@@ -138,12 +146,14 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
     cfg = _grpo_config(r, out, "none")
     train, _ = prepare_splits(cfg.data, Path(cfg.output_dir))
     claims = interleave_labels(train, seed=r.teacher_seed)[: r.teacher_claims]
-    teacher = NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, quote=True, gold_requery=False,
+    teacher = NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, confusion=r.teacher_confusion,
+                           quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
                            online=cfg.env.params.get("mode", "online") == "online")
     evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d,
              # the teacher's ids are characters: budgets in characters, far above a student's
              rollout=RolloutConfig(temperature=0.0, max_new_tokens=2048, max_total_tokens=16384, batch_size=64),
-             run_info={"teacher": "noisy", "noise": r.teacher_noise, "seed": r.teacher_seed}, progress=False)
+             run_info={"teacher": "noisy", "noise": r.teacher_noise, "seed": r.teacher_seed,
+                       "confusion": r.teacher_confusion}, progress=False)
     return d / "trajectories.jsonl"
 
 
@@ -165,7 +175,9 @@ def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
     _say(f"warm-up: {len(examples)} teacher episodes ({skipped} too long)")
     return train_weighted_sft(examples, path, out / "warmup", WeightedSFTSettings(
         learning_rate=r.sft_learning_rate, epochs=r.sft_epochs, decision_weight=r.sft_decision_weight,
-        max_minutes=r.sft_max_minutes, max_length=1024, device=r.device, dtype=r.dtype))
+        max_minutes=r.sft_max_minutes, max_length=1024, lora_layers=r.sft_lora_layers,
+        tokens_per_batch=r.sft_tokens_per_batch, device=r.device,
+        dtype=r.dtype))
 
 
 def _grpo(r: FactworldRecipe, out: Path, control: str) -> Path:
@@ -346,11 +358,14 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     if recorded.is_file():
         before = json.loads(recorded.read_text())
         now = _recipe_json(r)
+        defaults = _recipe_json(FactworldRecipe())
         changed = [k for k in now if k not in ("controls", "eval_base", "eval_batch", "device", "dtype")
-                   and before.get(k) != now[k]]
+                   and before.get(k, defaults.get(k)) != now[k]]  # a setting added later: its default
         if changed:
             raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
     recorded.write_text(json.dumps(_recipe_json(r), indent=2) + "\n")
+    if r.teacher_reasoning not in ("quote", "compare"):
+        raise ValueError(f"teacher_reasoning must be 'quote' or 'compare', got {r.teacher_reasoning!r}")
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 

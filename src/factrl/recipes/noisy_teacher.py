@@ -6,6 +6,12 @@ sentences it was shown, a templated judgement), except that for a seeded share `
 of the claims its verdict is a label drawn uniformly from the three — reasoning and
 cited evidence made consistent with that label. A student imitating it learns the
 protocol and a judgement that is right only part of the time.
+
+``confusion`` adds systematic errors, the kind a real weak teacher makes: ``{"REFUTE":
+("SUPPORT", 0.6)}`` answers SUPPORT on a seeded 60 % of the REFUTE claims (an agreeable
+teacher). Uniform noise leaves the most frequent answer right, so a student's greedy
+verdict can still be right; a confusion above one half teaches a wrong greedy verdict
+that only a training signal from the gold label can undo.
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from factrl.labels import Label
+from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.train.teacher import TemplateTeacher
 from factrl.types import Claim
 
-__all__ = ["NoisyTeacher", "noisy_label"]
+__all__ = ["NoisyTeacher", "noisy_label", "parse_confusion"]
 
 _LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 
@@ -28,23 +34,67 @@ def _unit(seed: int, key: str) -> float:
     return int.from_bytes(digest, "little") / 2**64
 
 
-def noisy_label(claim: Claim, noise: float, seed: int) -> Label | None:
+Confusion = dict[Label, tuple[Label, float]]
+
+
+def parse_confusion(spec: dict[str, Any] | str | None) -> Confusion:
+    """``{"REFUTE": ["SUPPORT", 0.6]}`` or ``"REFUTE->SUPPORT:0.6,NEI->REFUTE:0.2"`` ->
+    ``{Label.REFUTE: (Label.SUPPORT, 0.6), ...}``; labels in any spelling
+    :func:`~factrl.labels.normalise_label` reads, rates in [0, 1]."""
+    if not spec:
+        return {}
+    items: list[tuple[str, str, float]] = []
+    if isinstance(spec, str):
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            try:
+                pair, rate = part.rsplit(":", 1)
+                gold, said = pair.split("->")
+                items.append((gold, said, float(rate)))
+            except ValueError:
+                raise ValueError(f"confusion entry {part!r} is not GOLD->SAID:RATE") from None
+    else:
+        for gold, val in spec.items():
+            said, rate = val
+            items.append((gold, said, float(rate)))
+    out: Confusion = {}
+    for gold, said, rate in items:
+        try:
+            g, t = normalise_label(gold.strip()), normalise_label(said.strip())
+        except UnknownLabelError as exc:
+            raise ValueError(f"confusion {gold!r} -> {said!r}: {exc}") from None
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"confusion rate must be in [0, 1], got {rate} for {gold} -> {said}")
+        out[g] = (t, rate)
+    return out
+
+
+def noisy_label(claim: Claim, noise: float, seed: int, confusion: Confusion | None = None) -> Label | None:
     """The label the teacher gives ``claim``: the gold one, or — for a seeded share
-    ``noise`` of claims — one drawn uniformly from the three (possibly the gold one)."""
-    if claim.label is None or _unit(seed, f"noise:{claim.id}") >= noise:
+    ``noise`` of claims — one drawn uniformly from the three (possibly the gold one); a
+    ``confusion`` entry for the gold label first answers its wrong label on a seeded share."""
+    if claim.label is None:
+        return None
+    wrong = (confusion or {}).get(claim.label)
+    if wrong is not None and _unit(seed, f"confuse:{claim.id}") < wrong[1]:
+        return wrong[0]
+    if _unit(seed, f"noise:{claim.id}") >= noise:
         return claim.label
     return _LABELS[min(2, int(_unit(seed, f"label:{claim.id}") * 3))]
 
 
 class NoisyTeacher(TemplateTeacher):
-    """``NoisyTeacher(claims, noise=0.5, seed=0)``; ``noise=0`` is the template teacher."""
+    """``NoisyTeacher(claims, noise=0.5, seed=0, confusion=None)``; ``noise=0`` without a
+    confusion is the template teacher."""
 
     name = "noisy-teacher"
 
-    def __init__(self, claims: Sequence[Claim], *, noise: float, seed: int = 0, **kw: Any) -> None:
+    def __init__(self, claims: Sequence[Claim], *, noise: float, seed: int = 0,
+                 confusion: dict[str, Any] | str | None = None, **kw: Any) -> None:
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be in [0, 1], got {noise}")
-        noisy = [c.model_copy(update={"label": noisy_label(c, noise, seed)}) for c in claims]
+        conf = parse_confusion(confusion)
+        noisy = [c.model_copy(update={"label": noisy_label(c, noise, seed, conf)}) for c in claims]
         super().__init__(noisy, **kw)
         self.noise = noise
         self.seed = seed
+        self.confusion = conf

@@ -62,6 +62,8 @@ class ModelSettings:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # Adapt only the top N transformer blocks (factrl.train.lora); unset: every block.
+    lora_layers: int | None = None
 
 
 @dataclass

@@ -135,13 +135,11 @@ def train_grpo(
     args = GRPOConfig(**grpo_args(cfg, rows_per_trajectory=rows), reward_weights=weights)
     peft_config = None
     if cfg.model.lora:
-        from peft import LoraConfig
+        from factrl.train.lora import lora_config
 
         m = cfg.model
-        peft_config = LoraConfig(
-            r=m.lora_r, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
-            target_modules=m.lora_target_modules, task_type="CAUSAL_LM",
-        )
+        peft_config = lora_config(resolve_model_path(m.id), r=m.lora_r, alpha=m.lora_alpha, dropout=m.lora_dropout,
+                                  targets=m.lora_target_modules, layers=m.lora_layers)
     model_path = resolve_model_path(cfg.model.id)
     trainer = GRPOTrainer(
         model=model_path,

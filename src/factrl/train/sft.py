@@ -33,6 +33,7 @@ class SFTSettings:
     lora_r: int = 16
     lora_alpha: int = 32
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    lora_layers: int | None = None  # only the top N blocks (factrl.train.lora); unset: all
     seed: int = 0
     save_steps: int = 200
     gradient_checkpointing: bool = True  # TRL's default; off is faster when memory allows
@@ -141,10 +142,10 @@ def train_sft(trajectories: Path | Sequence[Path], model: str, out_dir: Path,
                          f"max_length={s.max_length} tokens (or hold no model tokens); raise max_length")
     peft_config: Any = None
     if s.lora:
-        from peft import LoraConfig
+        from factrl.train.lora import lora_config
 
-        peft_config = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=s.lora_target_modules,
-                                 task_type="CAUSAL_LM")
+        peft_config = lora_config(str(model_path), r=s.lora_r, alpha=s.lora_alpha,
+                                  targets=s.lora_target_modules, layers=s.lora_layers)
     args = SFTConfig(
         output_dir=str(out_dir), learning_rate=s.learning_rate, num_train_epochs=s.epochs,
         per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.gradient_accumulation_steps,

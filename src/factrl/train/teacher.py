@@ -45,18 +45,25 @@ class TemplateTeacher(ScriptedLM):
     evidence that search missed then ends NOT ENOUGH INFO, is not fully correct, and
     ``select_correct`` drops it) instead of re-searching with the gold sentence's text,
     a query the student could never have written.
+
+    ``compare=True`` (for claims whose ``meta`` names the claimed value and the chain of
+    facts, as generated worlds' claims do) makes the reasoning set the two values side by
+    side before the judgement — ``The claim says 1853. [[id]] says 1852. Different, so the
+    claim is refuted.`` — so the decision rests on a comparison the student can see; other
+    claims keep the quote or plain reasoning.
     """
 
     name = "template-teacher"
 
     def __init__(self, claims: Sequence[Claim], *, online: bool, quote: bool = False, quote_words: int = 30,
-                 gold_requery: bool = True) -> None:
+                 gold_requery: bool = True, compare: bool = False) -> None:
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
         self.online = bool(online)
         self.quote = quote
         self.quote_words = quote_words
         self.gold_requery = gold_requery
+        self.compare = compare
 
     def respond_row(self, context: str, meta: dict[str, Any]) -> str:
         claim = self.by_id.get(str(meta.get("claim_id")))
@@ -75,7 +82,8 @@ class TemplateTeacher(ScriptedLM):
             missing = next(e for e in claim.evidence if e.id not in shown)
             query = (missing.text or claim.text).strip()[:200]
             return f"<think>The results do not settle the claim yet.</think>\n<search>{query}</search>"
-        return self._answer(claim, gold, self._shown_text(context) if self.quote else None)
+        shown = self._shown_text(context) if (self.quote or self.compare) else None
+        return self._answer(claim, gold, shown)
 
     def _shown_text(self, context: str) -> dict[str, str]:
         """``{id: sentence}`` of the ``[[id]]: text`` lines shown so far."""
@@ -95,9 +103,31 @@ class TemplateTeacher(ScriptedLM):
         text = " ".join(words[: self.quote_words]) + (" …" if len(words) > self.quote_words else "")
         return f'[[{gold[0].id}]] says: "{text}" '
 
+    def _compared(self, claim: Claim, gold: list, label: Label) -> str | None:
+        """The side-by-side reasoning of ``compare``, or None when the claim's meta cannot
+        give it (then the quote or plain reasoning is used)."""
+        meta = claim.meta or {}
+        chain, claimed = meta.get("chain") or [], meta.get("claimed_value")
+        if not self.compare or not chain or claimed in (None, ""):
+            return None
+        said = f"The claim says {claimed}."
+        if label is Label.NEI:
+            return f"{said} No sentence gives it, so there is not enough information."
+        last = chain[-1] if isinstance(chain[-1], dict) else {}
+        sid, value = last.get("sentence_id"), last.get("value")
+        if not sid or value in (None, "") or sid not in {e.id for e in gold}:
+            return None
+        verdict = "Same, so the claim is supported." if label is Label.SUPPORT else "Different, so the claim is refuted."
+        return f"{said} [[{sid}]] says {value}. {verdict}"
+
     def _answer(self, claim: Claim, gold: list, shown: dict[str, str] | None = None) -> str:
         ids = ", ".join(f"[[{e.id}]]" for e in gold)
-        quote = self._quote(gold, shown)
+        label_now = Label.NEI if (claim.label is Label.NEI or not gold) else claim.label
+        compared = self._compared(claim, gold, label_now) if claim.label is not None else None
+        if compared is not None:
+            cited = ids if label_now is not Label.NEI else ""
+            return f"<think>{compared}</think>\n<answer>\nLabel: {label_now.value}\nEvidence: {cited}\n</answer>"
+        quote = self._quote(gold, shown) if self.quote else ""
         if claim.label is Label.NEI or not gold:
             reason = ("None of the information states or contradicts what the claim says."
                       if self.quote else "The information does not say enough to confirm or deny the claim.")

@@ -65,6 +65,7 @@ class WeightedSFTSettings:
     lora_alpha: int = 32
     lora_target_modules: list[str] = field(default_factory=lambda: [
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    lora_layers: int | None = None  # only the top N blocks (factrl.train.lora); unset: all
     decision_weight: float = 4.0
     warmup_steps: int = 3
     seed: int = 0
@@ -150,7 +151,9 @@ def _schedule(settings: WeightedSFTSettings, epoch_batches: list[list[list[int]]
 def _identity(s: WeightedSFTSettings) -> dict[str, Any]:
     """The settings that shape the trained weights (a resumed run must match them; its
     time limits, device and precision may change)."""
-    return {k: v for k, v in asdict(s).items() if k not in ("save_minutes", "max_minutes", "device", "dtype")}
+    skip = ("save_minutes", "max_minutes", "device", "dtype")
+    return {k: v for k, v in asdict(s).items()
+            if k not in skip and not (k == "lora_layers" and v is None)}  # unset: as before the option
 
 
 def _trim_log(path: Path, step: int) -> None:
@@ -176,12 +179,13 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     from it, and saves the merged model to ``out_dir/final`` (the adapter to
     ``out_dir/adapter``)."""
     import torch
-    from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
+    from peft import PeftModel, get_peft_model, set_peft_model_state_dict
     from peft.utils import get_peft_model_state_dict
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from factrl.lm.device import describe_device, torch_dtype
     from factrl.train.config import training_precision
+    from factrl.train.lora import lora_config
 
     s = settings or WeightedSFTSettings()
     device, dtype = training_precision(s.device, s.dtype, trainer="plain")
@@ -202,8 +206,8 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
         model = PeftModel.from_pretrained(base, s.init_adapter, is_trainable=True)
         model.float()
     else:
-        model = get_peft_model(base, LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=0.0,
-                                                target_modules=s.lora_target_modules, task_type="CAUSAL_LM"))
+        model = get_peft_model(base, lora_config(str(model_path), r=s.lora_r, alpha=s.lora_alpha,
+                                                 targets=s.lora_target_modules, layers=s.lora_layers))
     model.to(device)
     # mixed precision: float32 weights, bf16/fp16 autocast; fp16 gradients need loss scaling
     mixed = dtype != "float32"
