@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> None:
 
     from factrl.datasets.prepare import HELD_OUT_IDS, TRAIN_IDS, prepare_splits
     from factrl.train.ffrr.config import load_ffrr_config
-    from factrl.train.ffrr.evaluate import evaluate_held_out
+    from factrl.train.ffrr.evaluate import evaluate_retriever
     from factrl.train.ffrr.trainer import train_ffrr
 
     torch.set_num_threads(args.threads)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> None:
         (work / f"{name}.train.json").write_text(json.dumps(
             {"train_wall_s": round(train_wall, 1), "train_cpu_s": round(train_cpu, 1)}) + "\n")
     wall1, cpu1 = time.perf_counter(), time.process_time()
-    ev = evaluate_held_out(final, cfg, held_out)
+    ev = evaluate_retriever(final, cfg, held_out)
     summary = json.loads((out / "summary.json").read_text())
     result = {"method": args.method, "name": name, "sets": args.set, "minutes_budget": args.minutes,
               "train_wall_s": round(train_wall, 1),

@@ -40,7 +40,7 @@ def main() -> None:
     from factrl.retrieval.index import load_index
     from factrl.train.config import parse_overrides
     from factrl.train.ffrr.config import load_ffrr_config
-    from factrl.train.ffrr.evaluate import evaluate_held_out
+    from factrl.train.ffrr.evaluate import evaluate_retriever
     from factrl.train.ffrr.trainer import train_ffrr
 
     torch.set_num_threads(args.threads)
@@ -70,7 +70,7 @@ def main() -> None:
         else:
             final = train_ffrr(cfg)
             seconds = time.perf_counter() - t0
-        ev = evaluate_held_out(final, cfg, validation, index=index, labels=False)
+        ev = evaluate_retriever(final, cfg, validation, index=index, labels=False)
         row = {"name": name, "sets": sets, "train_s": round(seconds, 1), "dense": ev["dense"], "hybrid": ev.get("hybrid"),
                "per_query": ev["per_query"]}
         if rows:  # paired sign-flip test of per-query nDCG@10 against the frozen encoder

@@ -90,12 +90,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from factrl.datasets import load_dataset
-    from factrl.envs import EnvSpec, deps_from_index, env_factory
+    from factrl.components import RunSpec, build_components
     from factrl.lm.loader import load_lm
-    from factrl.retrieval import load_index
 
     claims = [c for c in load_dataset("scifact", Path(args.data_dir), "train").claims if c.evidence][: args.claims]
-    make_env = env_factory(EnvSpec(name="veri_r1"), deps_from_index(load_index(Path(args.index))))
+    make_env = build_components(RunSpec(index=str(args.index), load_policy=False)).make_env  # the default agent
     result: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.processor()
                     or platform.machine(), "cpus": os.cpu_count(), "threads": args.threads, "claims": len(claims),
                     "new_tokens": args.new_tokens, "timeout": args.timeout, "http": [], "in_process": []}

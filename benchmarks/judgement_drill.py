@@ -1,11 +1,11 @@
 """Can the embedded model learn the judgement from label-only supervision? A pilot.
 
 The agent's warm-up learned the protocol and a label prior, not the judgement (the
-``probe`` stage of ``embedded_agent.py``). This pilot asks whether the judgement itself
+``probe`` stage of ``factrl train embedded-agent``). This pilot asks whether the judgement itself
 is learnable at this scale: LoRA on the label tokens only (the loss sits on the label
 after ``<answer> Label:``), on short offline prompts (the agent's own prompt with the
 gold sentences and ``--context`` other sentences of the cited documents), label-balanced
-training claims of the ``embedded_agent.py`` split. Before and after, on the held-out
+training claims of the split of ``factrl train embedded-agent``. Before and after, on the held-out
 claims: accuracy of the label the model finds most probable, raw and contextually
 calibrated (each label's mean log-probability over the claims subtracted), on the short
 prompts and on the agent's 6-sentence offline prompts.
@@ -23,9 +23,14 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from embedded_agent import AGENT_PARAMS, DEFAULT_INDEX, _make_env, _splits, label_choices, label_probe  # noqa: E402
+from factrl.recipes.embedded_agent import EmbeddedAgentSettings  # noqa: E402
+from factrl.recipes.embedded_agent.probe import label_choices, label_probe  # noqa: E402
+from factrl.recipes.embedded_agent.settings import DEFAULT_INDEX  # noqa: E402
+from factrl.recipes.embedded_agent.stages import make_env, splits  # noqa: E402
+
+# The shipped agent's own parameters (its manifest's).
+AGENT = EmbeddedAgentSettings(agent_param_items=["prompt=short", "max_observation_chars=1200"])
 
 
 def _say(msg: str) -> None:
@@ -37,7 +42,7 @@ def prompts(lm, claims, index, sentences: int) -> list[list[int]]:
     gold ones), as token ids ending in ``<answer> Label:``."""
     from factrl.forced import ANSWER_OPENING
 
-    env = _make_env("offline", index, sentences)()
+    env = make_env(AGENT, "offline", index, sentences)()
     return [lm.chat_prompt_ids(env.reset(c)) + lm.encode(ANSWER_OPENING) for c in claims]
 
 
@@ -84,7 +89,7 @@ def train(lm, ctxs, gold, *, lr: float, batch: int, rank: int, seed: int) -> dic
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("runs/agent3"), help="an embedded_agent.py run (its splits)")
+    ap.add_argument("--out", type=Path, default=Path("runs/agent3"), help="a factrl train embedded-agent run (its splits)")
     ap.add_argument("--model", default="factrl-agent")
     ap.add_argument("--per-label", type=int, default=60, help="training claims per label")
     ap.add_argument("--context", type=int, default=2, help="other sentences beside the gold ones (training)")
@@ -93,13 +98,12 @@ def main() -> int:
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    AGENT_PARAMS.update({"prompt": "short", "max_observation_chars": 1200})
 
     from factrl.datasets.sampling import interleave_labels
     from factrl.lm.loader import load_lm
     from factrl.retrieval.index import load_index
 
-    train_claims, held = _splits(args.out, "scifact")
+    train_claims, held = splits(args.out, "scifact")
     by_label: dict = {}
     for c in interleave_labels(train_claims, seed=args.seed):
         if len(by_label.setdefault(c.label, [])) < args.per_label:

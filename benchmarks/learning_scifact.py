@@ -31,20 +31,14 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
 def _eval(cfg, model: str, out: Path, held_out, max_new_tokens: int) -> dict:
-    from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm
     from factrl.rollout import RolloutConfig
-    from factrl.train.setup import run_env_factory, run_reward
+    from factrl.train.learning import evaluate_held_out
 
     if (out / "metrics.json").exists():
         return json.loads((out / "metrics.json").read_text())
-    return evaluate(
-        held_out, make_env := run_env_factory(cfg), load_lm(model), out,
-        rollout=RolloutConfig(temperature=0.0, max_new_tokens=max_new_tokens,
-                              max_total_tokens=max(max_new_tokens, cfg.rollout.max_total_tokens), batch_size=32),
-        run_info={"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params}},
-        reward=run_reward(cfg, make_env),
-    )
+    return evaluate_held_out(cfg, model, out, claims=held_out, batch_size=32, rollout=RolloutConfig(
+        temperature=0.0, max_new_tokens=max_new_tokens,
+        max_total_tokens=max(max_new_tokens, cfg.rollout.max_total_tokens), batch_size=32))
 
 
 def main() -> int:

@@ -21,11 +21,9 @@ import statistics
 import time
 from pathlib import Path
 
+from factrl.components import RunSpec, build_components
 from factrl.datasets import load_dataset
-from factrl.envs import EnvSpec, env_factory
-from factrl.lm import load_lm
-from factrl.rewards import build_reward
-from factrl.rewards.base import RewardDeps
+from factrl.envs import POLICY, EnvSpec
 from factrl.rewards.rar_verifier import strip_think, verify_by_choice
 from factrl.rollout import RolloutConfig, run_episodes
 
@@ -43,14 +41,15 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     claims = load_dataset("rar_prompts", args.prompts, "train").claims[: args.n]
-    lm = load_lm(args.model)
+    # the policy also verifies: one model for both roles
+    run = build_components(RunSpec(agent=EnvSpec(name="rar"), reward="rar",
+                                   reward_params={"mode": "choice", "k": args.k, "chunk_tokens": args.chunk_tokens},
+                                   models={POLICY: args.model}))
+    lm, make_env, reward = run.policy, run.make_env, run.reward
     t0 = time.perf_counter()
-    make_env = env_factory(EnvSpec(name="rar"), None)
     trajs = run_episodes(make_env, [c for c in claims for _ in range(args.rollouts)], lm,
                          RolloutConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                                        batch_size=len(claims) * args.rollouts, seed=0), score=False)
-    reward = build_reward("rar").configure({"mode": "choice", "k": args.k, "chunk_tokens": args.chunk_tokens},
-                                           RewardDeps(lms={"verifier": lm}))
     rows = [(t, strip_think(t.model_text)) for t in trajs if t.error is None and strip_think(t.model_text)]
     outs = verify_by_choice(lm, [t.claim.text for t, _ in rows], [r for _, r in rows],
                             [reward.evidence(t, f"{t.claim.text}\n{r}") for t, r in rows])

@@ -24,10 +24,11 @@ DOC = REPO / "docs" / "architecture.md"
 LAYERS: list[set[str]] = [
     {"cli", "demo"},  # entry points
     {"recipes"},  # multi-stage recipes (train, then evaluate, then report)
-    {"train"},  # training: algorithms, teachers, integrations (verl)
+    {"train", "teachers"},  # training: algorithms, integrations (verl) | rule-based teachers
     {"evaluate"},  # evaluation runs
     {"report"},  # pages and tables of run directories
     {"runs", "runlock"},  # the run directory: format, lock, run info, trajectory I/O
+    {"components"},  # the run builder: RunSpec -> environments, reward, LMs
     {"rollout", "forced"},  # many episodes, batched; forced answering
     {"episode"},  # one episode's state machine
     {"rewards"},  # scoring of one trajectory for training

@@ -2,6 +2,7 @@
 evidence it then writes (only ids the episode showed), marked forced and never format-ok."""
 
 from factrl.forced import ANSWER_OPENING, FORCED_ERROR, force_answers
+from factrl.protocol.forcing import VERI_R1_FORCING
 from factrl.labels import Label
 from factrl.lm.base import Generation
 from factrl.types import Claim, Message, Trajectory, Turn, Verdict
@@ -50,7 +51,7 @@ def _traj(cid: str, *, answered: bool = False, error: str | None = None) -> Traj
 
 def test_the_most_probable_label_and_only_shown_evidence():
     lm = CharLM({"SUPPORT": -3.0, "REFUTE": -0.5, "NOT ENOUGH INFO": -2.0}, " [[a]], [[zzz]]\n</answer>")
-    (v,) = force_answers([_traj("1")], lm)
+    (v,) = force_answers([_traj("1")], lm, VERI_R1_FORCING)
     assert v.label is Label.REFUTE and v.forced and v.answered
     assert v.evidence_ids == ["a"]  # "zzz" was never shown
     assert not v.format_ok and v.format_errors == ["no <answer>", FORCED_ERROR]
@@ -62,7 +63,7 @@ def test_the_most_probable_label_and_only_shown_evidence():
 
 def test_not_enough_info_cites_nothing():
     lm = CharLM({"SUPPORT": -3.0, "REFUTE": -2.5, "NOT ENOUGH INFO": -0.1}, " [[a]]")
-    (v,) = force_answers([_traj("1")], lm)
+    (v,) = force_answers([_traj("1")], lm, VERI_R1_FORCING)
     assert v.label is Label.NEI and v.evidence_ids == []
 
 
@@ -70,7 +71,7 @@ def test_answered_failed_and_text_level_episodes_are_left_alone():
     lm = CharLM({"SUPPORT": -1.0, "REFUTE": -2.0, "NOT ENOUGH INFO": -3.0}, " [[b]]")
     no_label = _traj("5")
     no_label.verdict = Verdict(answered=True, format_errors=["answer has no 'Label:' line"])
-    out = force_answers([_traj("1", answered=True), _traj("2", error="timeout"), _traj("3"), no_label], lm)
+    out = force_answers([_traj("1", answered=True), _traj("2", error="timeout"), _traj("3"), no_label], lm, VERI_R1_FORCING)
     assert out[0] is None and out[1] is None
     assert out[2].label is Label.SUPPORT and out[2].evidence_ids == ["b"]
     assert out[3].forced and out[3].label is Label.SUPPORT  # an answer block without a label
@@ -79,7 +80,7 @@ def test_answered_failed_and_text_level_episodes_are_left_alone():
     class TextOnly:
         def complete(self, conversations, config): ...
 
-    assert force_answers([_traj("4")], TextOnly()) == [None]
+    assert force_answers([_traj("4")], TextOnly(), VERI_R1_FORCING) == [None]
 
 
 def test_forced_verdicts_on_a_real_model_match_its_label_scores(tmp_path):
@@ -98,7 +99,7 @@ def test_forced_verdicts_on_a_real_model_match_its_label_scores(tmp_path):
     cfg = RolloutConfig(temperature=0.0, max_new_tokens=8)
     (traj,) = run_episodes(lambda: VeriR1Env(index), [claim], lm, cfg)
     assert not traj.verdict.answered  # gibberish from a random model
-    (v,) = force_answers([traj], lm)
+    (v,) = force_answers([traj], lm, VERI_R1_FORCING)
     context = list(traj.prompt_ids) + traj.completion_ids + lm.encode(ANSWER_OPENING)
     labels = [Label.SUPPORT, Label.REFUTE, Label.NEI]
     conts = [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in labels]

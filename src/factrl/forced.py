@@ -1,11 +1,14 @@
 """A verdict for every claim: the forced answer of an episode that ended without one.
 
-A small model sometimes stops without a readable ``<answer>``: it runs out of tokens or
-turns, mixes the tags, or writes an answer block with no label in it. A practitioner still wants a verdict, marked as such.
-:func:`force_answers` appends ``<answer>`` and ``Label:`` to the episode's own context
-(prompt, model turns and observations, token for token), takes the label the model finds
-most probable (summed log-probability of each label's tokens), then lets the model write
-the evidence line greedily. Cited ids the episode never showed are dropped.
+A small model sometimes stops without a readable answer: it runs out of tokens or
+turns, mixes the tags, or writes an answer block with no label in it. A practitioner
+still wants a verdict, marked as such. Forcing is a hook an environment declares
+(``answer_forcing``, a :class:`~factrl.protocol.forcing.AnswerForcing`: Veri-R1 declares
+its ``<answer>\nLabel:`` opening); an environment that declares none is never forced.
+:func:`force_answers` appends the opening to the episode's own context (prompt, model
+turns and observations, token for token), takes the label the model finds most probable
+(summed log-probability of each label's tokens), then lets the model write the evidence
+line greedily, which the hook cleans up (cited ids the episode never showed are dropped).
 
 A forced verdict says ``forced=True`` and keeps ``format_ok=False`` with the episode's
 format errors, so it never passes for a protocol-following answer; ``verify`` and the
@@ -18,17 +21,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from factrl.protocol.tags import parse_answer
 from factrl.labels import Label
 from factrl.lm.base import GenerationConfig
+from factrl.protocol.forcing import FORCED_ERROR, VERI_R1_FORCING, AnswerForcing
 from factrl.types import Trajectory, Verdict
 
-__all__ = ["ANSWER_OPENING", "FORCED_ERROR", "FORCED_NOTE", "can_force", "force_answers", "with_forced"]
+__all__ = ["ANSWER_OPENING", "FORCED_ERROR", "FORCED_NOTE", "answer_forcing", "can_force", "force_answers",
+           "with_forced"]
 
-ANSWER_OPENING = "\n<answer>\nLabel:"
-FORCED_ERROR = "forced: the episode ended without a labelled <answer>; the label was read from the model's label probabilities"
+# Veri-R1's opening and labels, for code that scores labels after it (probes, drills).
+ANSWER_OPENING = VERI_R1_FORCING.opening
 FORCED_NOTE = "(forced: no labelled <answer> in the episode; read from the model's label probabilities)"
-LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
+LABELS: tuple[Label, ...] = VERI_R1_FORCING.labels
+
+
+def answer_forcing(env: object) -> AnswerForcing | None:
+    """The forcing ``env`` declares (its ``answer_forcing``), None when it declares none."""
+    forcing = getattr(env, "answer_forcing", None)
+    if forcing is not None and not isinstance(forcing, AnswerForcing):
+        raise TypeError(f"{getattr(env, 'name', env)!r}.answer_forcing must be an AnswerForcing, got "
+                        f"{type(forcing).__name__}")
+    return forcing
 
 
 def can_force(lm: object) -> bool:
@@ -48,43 +61,44 @@ def _context_ids(traj: Trajectory) -> list[int] | None:
     return ids
 
 
-def force_answers(trajectories: Sequence[Trajectory], lm: object, *, evidence_tokens: int = 64) -> list[Verdict | None]:
+def force_answers(trajectories: Sequence[Trajectory], lm: object,
+                  forcing: AnswerForcing | None) -> list[Verdict | None]:
     """One verdict per trajectory: a forced one for an episode that ended without a label
-    (and did not fail), ``None`` for the others (they keep their own verdict) and for every
-    episode when ``lm`` is not a token-level backend."""
+    (and did not fail), ``None`` for the others (they keep their own verdict), and for
+    every episode when ``forcing`` is None (the environment declares none) or ``lm`` is
+    not a token-level backend."""
     out: list[Verdict | None] = [None] * len(trajectories)
-    if not can_force(lm):
+    if forcing is None or not can_force(lm):
         return out
     todo = []
     for i, t in enumerate(trajectories):
         if t.error is None and t.verdict.label is None:
             ctx = _context_ids(t)
             if ctx is not None:
-                todo.append((i, ctx + lm.encode(ANSWER_OPENING)))  # type: ignore[attr-defined]
+                todo.append((i, ctx + lm.encode(forcing.opening)))  # type: ignore[attr-defined]
     if not todo:
         return out
+    labels = forcing.labels
     eos = getattr(lm, "eos_token_id", None)
-    choices = [[x for x in lm.encode(f" {label.value}\n") if x != eos] for label in LABELS]  # type: ignore[attr-defined]
-    scores = lm.score([ctx for _, ctx in todo for _ in LABELS],  # type: ignore[attr-defined]
+    choices = [[x for x in lm.encode(forcing.choice_text(label)) if x != eos]  # type: ignore[attr-defined]
+               for label in labels]
+    scores = lm.score([ctx for _, ctx in todo for _ in labels],  # type: ignore[attr-defined]
                       [c for _ in todo for c in choices])
     picked = []
     for n, (_, ctx) in enumerate(todo):
-        row = scores[n * len(LABELS):(n + 1) * len(LABELS)]
-        best = max(range(len(LABELS)), key=lambda k: row[k])
-        picked.append((LABELS[best], ctx + choices[best] + lm.encode("Evidence:")))  # type: ignore[attr-defined]
+        row = scores[n * len(labels):(n + 1) * len(labels)]
+        best = max(range(len(labels)), key=lambda k: row[k])
+        picked.append((labels[best], ctx + choices[best] + lm.encode(forcing.then)))  # type: ignore[attr-defined]
     gens = lm.generate([ctx for _, ctx in picked],  # type: ignore[attr-defined]
-                       GenerationConfig(max_new_tokens=evidence_tokens, temperature=0.0, stop=("</answer>", "\n\n")))
+                       GenerationConfig(max_new_tokens=forcing.evidence_tokens, temperature=0.0, stop=forcing.stop))
     for (i, _), (label, _), gen in zip(todo, picked, gens):
         t = trajectories[i]
-        cited = parse_answer(f"Label: {label.value}\nEvidence:{gen.text}").evidence_ids
-        shown = set(t.retrieved_ids)
-        evidence = [] if label is Label.NEI else [e for e in cited if e in shown]
-        out[i] = Verdict(label=label, evidence_ids=evidence, format_ok=False,
-                         format_errors=[*t.verdict.format_errors, FORCED_ERROR], answered=True, forced=True)
+        out[i] = forcing.verdict(label, gen.text, shown=t.retrieved_ids, format_errors=list(t.verdict.format_errors))
     return out
 
 
-def with_forced(trajectories: Sequence[Trajectory], lm: object) -> list[Trajectory]:
-    """The trajectories, each episode without a label carrying its forced verdict."""
+def with_forced(trajectories: Sequence[Trajectory], lm: object, forcing: AnswerForcing | None) -> list[Trajectory]:
+    """The trajectories, each episode without a label carrying its forced verdict (none
+    when ``forcing``, the environment's :func:`answer_forcing`, is None)."""
     return [t if v is None else t.model_copy(update={"verdict": v})
-            for t, v in zip(trajectories, force_answers(trajectories, lm))]
+            for t, v in zip(trajectories, force_answers(trajectories, lm, forcing))]

@@ -20,13 +20,16 @@ class Registry(Generic[T]):
     """``@REG.register("name")`` on a factory; ``REG.get("name")`` returns it.
 
     ``lazy`` entries name a module to import on first lookup, so optional heavy
-    backends register themselves only when asked for.
+    backends register themselves only when asked for. An entry registered as an
+    ``alias_of`` another still resolves (old configs and files keep working) but is not
+    listed among :meth:`names`; :meth:`canonical` gives the name it stands for.
     """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
+        self._aliases: dict[str, str] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
@@ -37,9 +40,22 @@ class Registry(Generic[T]):
 
         return deco
 
-    def register_lazy(self, name: str, module: str) -> None:
-        """Import ``module`` the first time ``name`` is looked up; it must register ``name``."""
+    def register_lazy(self, name: str, module: str, *, alias_of: str | None = None) -> None:
+        """Import ``module`` the first time ``name`` is looked up; it must register ``name``.
+        With ``alias_of``, ``name`` is another name of that entry (see :meth:`canonical`)."""
         self._lazy[name] = module
+        if alias_of is not None:
+            if alias_of == name:
+                raise ValueError(f"{self.kind} {name!r} cannot be an alias of itself")
+            self._aliases[name] = alias_of
+
+    def canonical(self, name: str) -> str:
+        """The name ``name`` stands for: itself, or the entry it is an alias of."""
+        return self._aliases.get(name, name)
+
+    def aliases(self) -> dict[str, str]:
+        """Alias → canonical name."""
+        return dict(self._aliases)
 
     def get(self, name: str) -> T:
         if name not in self._items and name in self._lazy:
@@ -54,7 +70,8 @@ class Registry(Generic[T]):
             ) from None
 
     def names(self) -> list[str]:
-        return sorted(set(self._items) | set(self._lazy))
+        """The canonical names (aliases resolve but are not listed)."""
+        return sorted((set(self._items) | set(self._lazy)) - set(self._aliases))
 
     def __contains__(self, name: object) -> bool:
         return name in self._items or name in self._lazy

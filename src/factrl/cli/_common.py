@@ -92,8 +92,8 @@ CONTEXT_SENTENCES_HELP = ("Offline prompts: at most this many sentences of the c
                           "with --model factrl-agent; the CPU presets use 6.")
 
 
-AGENT_HELP = ("The agent: a registered environment name (veri_r1, veri_r1_offline, profact, rar, and the baselines "
-              "direct, rag, decompose, react).")
+AGENT_HELP = ("The agent: a registered environment name (veri_r1 with --param mode=online|offline, haris, profact, "
+              "rar, retrieve_verify, and the baselines direct, rag, decompose, react).")
 METRIC_PARAM_HELP = ("A parameter of the agent's own metrics key=value (repeatable); for --agent rar: "
                      "extract=lm|sentences, judge=generate|choice, extract_max_new_tokens=N, judge_max_new_tokens=N.")
 PARAM_HELP = "An agent parameter key=value, e.g. --param max_searches=2 (repeatable)."
@@ -112,7 +112,7 @@ VERIFIER_HELP = ("Binary RAR (--agent rar): the model that verifies responses, e
 NO_REPEAT_NGRAM_HELP = ("Repetition guard: never generate a token that repeats an N-token sequence of the same "
                         "model turn (0 = off); local models only. Stops a small model looping on one evidence id "
                         "(see docs/benchmarks.md for its measured effect).")
-MODE_HELP = "Veri-R1's setting: online (search) or offline (evidence in the prompt); shorthand for --param mode=…"
+MODE_HELP = "Deprecated: use --param mode=online|offline (Veri-R1's setting: search, or evidence in the prompt)."
 DEVICE_CHOICES = "auto (CUDA when available, else CPU; the default), cpu, cuda or cuda:N"
 DTYPE_CHOICES = "auto (bfloat16 on a GPU that has it, else float32; the default), float32, bfloat16 or float16"
 DEVICE_HELP = f"Where local models run: {DEVICE_CHOICES} (not for models behind an API, openai:MODEL)."
@@ -199,41 +199,59 @@ def parse_role_models(values: list[str]) -> dict[str, str]:
     return out
 
 
-def load_role_models(roles: dict[str, str], base_url: str | None, lm_cache: Path | None,
-                     lm_timeout: float | None, device: dict[str, str] | None = None) -> dict[str, Any]:
-    """``{role: LM}`` for :func:`parse_role_models`' result (an empty dict for none);
-    local models load with ``device`` (:func:`device_options`)."""
-    from factrl.lm.loader import LMLoadError, load_lm, remote_backend
-
-    out: dict[str, Any] = {}
-    for role, model in roles.items():
-        opts = {k: v for k, v in (("base_url", base_url), ("cache", lm_cache), ("timeout", lm_timeout))
-                if v is not None} if remote_backend(model) is not None else dict(device or {})
-        try:
-            out[role] = load_lm(model, **opts)
-        except LMLoadError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--role-model") from None
-    return out
-
-
-DEFAULT_CONTEXT_SENTENCES = 16
-
-
 def resolve_context_sentences(value: int | None, model: str | None, agent: str) -> int:
     """``--context-sentences`` when given; else the shipped agent's own (its manifest's,
     when ``model`` is that agent and ``agent`` its environment); else 16."""
-    if value is not None:
-        return value
-    if model is not None:
-        from factrl.lm.agent import AgentAssetError, agent_context_sentences
+    from factrl.components import ComponentError, context_sentences, resolve_agent
 
-        try:
-            own = agent_context_sentences(model, agent)
-        except AgentAssetError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--model") from None
-        if own:
-            return own
-    return DEFAULT_CONTEXT_SENTENCES
+    try:
+        return context_sentences(value, model, resolve_agent(agent).name)
+    except ComponentError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from None
+
+
+_MODE_WARNED: list[bool] = []
+
+
+def mode_param(mode: str | None, params: list[str]) -> list[str]:
+    """The deprecated ``--mode X`` as ``--param mode=X`` (an explicit ``--param mode=``
+    wins), with one warning per process."""
+    if mode is None:
+        return list(params)
+    if not _MODE_WARNED:
+        _MODE_WARNED.append(True)
+        typer.echo(f"warning: --mode is deprecated; use --param mode={mode}", err=True)
+    if any(p.partition("=")[0].strip() == "mode" for p in params):
+        return list(params)
+    return [*params, f"mode={mode}"]
+
+
+def agent_spec(agent: str, params: list[str], *, mode: str | None = None, defaults: dict[str, Any] | None = None) -> Any:
+    """The :class:`~factrl.envs.EnvSpec` of ``--agent``/``--param`` (and the deprecated
+    ``--mode``), ``defaults`` under the given parameters; a bad ``--param`` is a usage error."""
+    from factrl.envs import EnvSpec, parse_params
+
+    try:
+        values = parse_params(mode_param(mode, params))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--param") from None
+    return EnvSpec(name=agent, params={**(defaults or {}), **values})
+
+
+# The option that sets each part of a run (components.ComponentError.part).
+PART_OPTIONS = {"agent": "--agent", "reward": "--reward", "policy": "--model", "verifier": "--verifier",
+                "judge": "--verifier"}
+
+
+def build_run(spec: Any, **kw: Any) -> Any:
+    """:func:`factrl.components.build_components`, a problem a usage error naming the
+    option that set the part at fault."""
+    from factrl.components import ComponentError, build_components
+
+    try:
+        return build_components(spec, **kw)
+    except ComponentError as exc:
+        raise typer.BadParameter(str(exc), param_hint=PART_OPTIONS.get(exc.part, "--role-model")) from None
 
 
 def build_agent(
@@ -245,27 +263,18 @@ def build_agent(
     context_sentences: int | None = 16,
     model: str | None = None,
 ) -> tuple[Any, Callable[[], Any]]:
-    """``(EnvSpec, factory)`` for ``--agent``/``--param``/``--mode`` over a loaded index
-    (or None); a bad name, parameter or missing dependency is a usage error naming it.
-    With ``model`` the shipped agent, the parameters it was trained with (its manifest's)
-    are the defaults, so the spec recorded with a run says what actually ran."""
-    from factrl.envs import EnvSpec, deps_from_index, env_factory, parse_params
+    """``(EnvSpec, factory)`` for ``--agent``/``--param`` over a loaded index (or None),
+    for commands that run no LM (exporters); a bad name, parameter or missing dependency
+    is a usage error naming it. With ``model`` the shipped agent, the parameters it was
+    trained with are the defaults, so the spec recorded says what actually ran."""
+    from factrl.components import ComponentError, resolve_agent
+    from factrl.envs import deps_from_index, env_factory
     from factrl.registry import RegistryError
 
     try:
-        values = parse_params(params)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--param") from None
-    if mode is not None:
-        values.setdefault("mode", mode)
-    if model is not None:
-        from factrl.lm.agent import AgentAssetError, agent_params
-
-        try:
-            values = {**agent_params(model, agent), **values}
-        except AgentAssetError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--model") from None
-    spec = EnvSpec(name=agent, params=values)
+        spec = resolve_agent(agent_spec(agent, params, mode=mode), model)
+    except ComponentError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from None
     try:
         return spec, env_factory(spec, deps_from_index(index, context_sentences=context_sentences))
     except (ValueError, RegistryError) as exc:
@@ -273,17 +282,25 @@ def build_agent(
         raise typer.BadParameter(f"{exc}{hint}", param_hint="--agent") from None
 
 
-def build_scorer(reward: str | None, params: list[str], make_env: Callable[[], Any]) -> Any:
-    """The reward for ``--reward``/``--reward-param`` (default: the agent's own)."""
+def reward_params(items: list[str]) -> dict[str, Any]:
+    """``--reward-param key=value`` items; a bad one is a usage error."""
     from factrl.envs import parse_params
-    from factrl.registry import RegistryError
-    from factrl.rewards import RewardSpec, build_reward
 
     try:
-        spec = RewardSpec(name=reward or make_env().default_reward, params=parse_params(params))
-        return build_reward(spec)
-    except (ValueError, RegistryError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--reward") from None
+        return parse_params(items)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--reward-param") from None
+
+
+def model_loading(on_device: dict[str, str], *, max_batch_size: int | None = None, base_url: str | None = None,
+                  lm_cache: Path | None = None, lm_timeout: float | None = None) -> Any:
+    """The :class:`~factrl.components.ModelLoading` of ``--device``/``--dtype`` (resolved,
+    :func:`device_options`) and ``--base-url``/``--lm-cache``/``--lm-timeout``."""
+    from factrl.components import ModelLoading
+
+    return ModelLoading(device=on_device.get("device"), dtype=on_device.get("dtype"),
+                        max_batch_size=max_batch_size if on_device else None, base_url=base_url,
+                        cache=str(lm_cache) if lm_cache is not None else None, timeout=lm_timeout)
 
 
 def index_info(index: Any) -> dict[str, Any] | None:

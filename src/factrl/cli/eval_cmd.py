@@ -77,72 +77,46 @@ def eval_(
 
     role_specs = parse_role_models(role_model)
     metric_params = _metric_params(agent, metric_param)
-
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from factrl.cli._common import (build_agent, build_scorer, device_options, episode_batch_sizes, index_info,
-                                    lm_options, load_role_models, require_claims, require_repetition_guard,
-                                    resolve_context_sentences, runtime_info, select_claims)
+    from factrl.cli._common import (agent_spec, build_run, device_options, episode_batch_sizes, index_info, lm_options,
+                                    model_loading, require_claims, require_repetition_guard, reward_params,
+                                    runtime_info, select_claims)
 
     on_device = device_options(device, dtype, [model, *role_specs.values(), *([verifier] if verifier else [])])
     batch_size, lm_batch = episode_batch_sizes(batch_size, on_device.get("device", "cpu"))
+    lm_options(model, base_url, lm_cache, lm_timeout, role_model)  # openai-only options need an openai model
+    from factrl.components import RunSpec
+    from factrl.envs import POLICY
     from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm, remote_backend
     from factrl.rollout import RolloutConfig
     from factrl.runs.lock import run_lock
 
     selection = select_claims(dataset, data_dir, split, skip_bad_rows=skip_bad_rows, balanced=balanced, limit=limit)
     require_claims(selection, data_dir, split)
     claims = selection.claims
+    spec = RunSpec(
+        agent=agent_spec(agent, param, mode=mode), reward=reward, reward_params=reward_params(reward_param),
+        index=str(index) if index is not None else None, context_sentences=context_sentences,
+        models={POLICY: model, **role_specs}, reward_model=verifier, judge_model=verifier,
+        loading=model_loading(on_device, max_batch_size=lm_batch, base_url=base_url, lm_cache=lm_cache,
+                              lm_timeout=lm_timeout),
+        rollout=RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed,
+                              no_repeat_ngram=no_repeat_ngram))
     # Held until the command ends, taken before the index and model load so a second run
     # on the same --out fails at once; evaluate() re-enters it.
     ctx.with_resource(run_lock(out))
-    idx = None
-    if index is not None:
-        from factrl.retrieval.index import load_index
-
-        idx = load_index(index)
-    context_sentences = resolve_context_sentences(context_sentences, model, agent)
-    spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences,
-                                  model=model)
-    scorer = build_scorer(reward, reward_param, make_env)
-    local = {**on_device, "max_batch_size": lm_batch} if on_device else {}
-    from factrl.envs.base import is_lm_free
-
-    if is_lm_free(agent):  # e.g. retrieve_verify: the verifier decides, --model is not loaded
-        from factrl.lm.scripted import null_lm
-
-        lm = null_lm()
-    else:
-        lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model),
-                     **(local if remote_backend(model) is None else {}))
-    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout, local)
+    run = build_run(spec)
+    lm, idx, scorer = run.policy, run.index, run.reward
     require_repetition_guard(lm, no_repeat_ngram)
-    # Rewards that call LMs (Binary RAR's verifier) get them now; --verifier defaults to --model.
-    from factrl.verifier.asset import is_verifier_name
-
-    if verifier is not None and is_verifier_name(verifier):  # the trained cross-encoder, not an LM
-        from factrl.verifier.asset import VerifierAssetError, load_verifier
-
-        try:
-            judge = load_verifier(verifier)
-        except VerifierAssetError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--verifier") from None
-    else:
-        judge = lm if verifier is None else load_lm(verifier, **lm_options(verifier, base_url, lm_cache, lm_timeout),
-                                                    **(local if remote_backend(verifier) is None else {}))
-    if getattr(scorer, "lm_roles", ()):
-        from factrl.rewards import RewardDeps
-
-        scorer = scorer.configure({}, RewardDeps(retriever=idx, lms={role: judge for role in scorer.lm_roles}))
     info = {
         "dataset": dataset, "data_dir": str(data_dir), "split": split,
-        "agent": spec.model_dump(mode="json"), "reward": {"name": scorer.name, "params": reward_param},
+        "agent": run.spec.agent.model_dump(mode="json"), "reward": {"name": scorer.name, "params": reward_param},
         "index": str(index) if index else None, "index_info": index_info(idx), "model": model,
         **({"base_url": base_url} if base_url else {}),
         "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "balanced": balanced,
         **({"no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else {}),
-        "limit": limit, "context_sentences": context_sentences if idx is not None else None,
+        "limit": limit, "context_sentences": run.spec.context_sentences if idx is not None else None,
         **({"verifier": verifier} if verifier else {}),
         **({"metric_params": metric_params} if metric_params else {}),
         **({"role_models": role_specs} if role_specs else {}),
@@ -152,20 +126,17 @@ def eval_(
     }
     metrics = evaluate(
         claims,
-        make_env,
+        run.make_env,
         lm,
         out,
-        rollout=RolloutConfig(
-            temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed,
-            no_repeat_ngram=no_repeat_ngram,
-        ),
+        rollout=spec.rollout,
         run_info=info,
         force=force,
         reward=scorer,
-        lms=roles or None,
+        lms=run.role_lms() or None,
         retry_errors=retry_errors,
-        agent=spec.name,  # agent-level metrics (Binary RAR's hallucination rates)
-        metric_lms={"judge": judge},
+        agent=run.spec.agent.name,  # agent-level metrics (Binary RAR's hallucination rates)
+        metric_lms={"judge": run.judge},
         metric_params=metric_params or None,
     )
     if metrics["n"] and metrics["errors"] == metrics["n"]:
@@ -182,14 +153,14 @@ def eval_(
 
 def _metric_params(agent: str, items: list[str]) -> dict:
     """``--metric-param key=value`` items, checked by the agent's own metrics."""
-    from factrl.envs import parse_params
+    from factrl.envs import ENVS, parse_params
     from factrl.metrics.run_metrics import check_metric_params
 
     if not items:
         return {}
     try:
         params = parse_params(items)
-        check_metric_params(agent, params)  # refused now, not after the episodes
+        check_metric_params(ENVS.canonical(agent), params)  # refused now, not after the episodes
         return params
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--metric-param") from None

@@ -199,29 +199,35 @@ def filter_(
     limit: int = typer.Option(None, "--limit"),
     batch_size: int = typer.Option(None, "--batch-size", min=1, show_default="16 on CPU, 256 on CUDA",
                                    help="Episodes generated together."),
-    agent: str = typer.Option("veri_r1_offline", "--agent", help=AGENT_HELP),
+    agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP + " Veri-R1 runs offline unless "
+                              "--param mode=online."),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
     device: str = typer.Option(None, "--device", help=DEVICE_HELP, show_default="auto"),
     dtype: str = typer.Option(None, "--dtype", help=DTYPE_HELP, show_default="auto"),
 ) -> None:
     """Data filtering (Veri-R1 App. E): keep the claims MODEL solves fully offline."""
-    from factrl.cli._common import build_agent, device_options, episode_batch_sizes, load_claims, runtime_info
+    from factrl.cli._common import (agent_spec, build_run, device_options, episode_batch_sizes, load_claims,
+                                    model_loading, runtime_info)
+    from factrl.components import RunSpec
+    from factrl.envs import POLICY
     from factrl.evaluate import evaluate
-    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
-    from factrl.lm.loader import load_lm
-    from factrl.retrieval.index import load_index
     from factrl.rollout import RolloutConfig
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+    from factrl.teachers import teacher_env_defaults
     from factrl.train.filtering import kept_claims, write_claims_jsonl
 
     on_device = device_options(device, dtype, [model])
     batch_size, lm_batch = episode_batch_sizes(batch_size, on_device.get("device", "cpu"))
     claims = load_claims(dataset, data_dir, split, limit=limit)
-    idx = load_index(index) if index is not None else None
-    spec, make_env = build_agent(agent, param, index=idx, context_sentences=context_sentences)
-    lm = load_lm(model, **({**on_device, "max_batch_size": lm_batch} if on_device else {}))
-    evaluate(claims, make_env, lm, out,
-             rollout=RolloutConfig(temperature=0.0, batch_size=batch_size),
+    # offline unless told otherwise: the parameters the agent's teacher collects data with
+    run = build_run(RunSpec(agent=agent_spec(agent, param, defaults=teacher_env_defaults(agent)),
+                            index=str(index) if index is not None else None, context_sentences=context_sentences,
+                            models={POLICY: model}, loading=model_loading(on_device, max_batch_size=lm_batch),
+                            rollout=RolloutConfig(temperature=0.0, batch_size=batch_size)))
+    lm, spec = run.policy, run.spec.agent
+    evaluate(claims, run.make_env, lm, out,
+             rollout=run.spec.rollout,
              run_info={"dataset": dataset, "split": split, "model": model, "purpose": "filter",
                        "agent": spec.model_dump(mode="json"), "batch_size": batch_size, **runtime_info(lm)})
     kept = kept_claims(claims, read_trajectories(out / TRAJ_FILE))
@@ -237,32 +243,34 @@ def teach(
     index: Path = typer.Option(None, "--index", help="Index: search (online) or context sentences (offline)."),
     agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     param: list[str] = typer.Option([], "--param", help=PARAM_HELP),
-    mode: str = typer.Option(None, "--mode", help=MODE_HELP + " (teach: offline unless given)"),
+    mode: str = typer.Option(None, "--mode", help=MODE_HELP),
     ids: Path = typer.Option(None, "--ids", help="Only the claims whose ids are listed (one per line)."),
     limit: int = typer.Option(None, "--limit"),
     out: Path = typer.Option(..., "--out", help="Run directory for trajectories.jsonl."),
     context_sentences: int = typer.Option(16, "--context-sentences", min=1, help=CONTEXT_SENTENCES_HELP),
 ) -> None:
     """Write protocol-perfect trajectories with the agent's rule-based teacher (for SFT): the
-    template teacher for veri_r1 / veri_r1_offline, the gold-question teacher for profact."""
-    from factrl.cli._common import build_agent, load_claims
+    template teacher for veri_r1 (offline unless --param mode=online), the gold-question
+    teacher for profact."""
+    from factrl.cli._common import agent_spec, build_run, load_claims
+    from factrl.components import RunSpec
     from factrl.evaluate import evaluate
-    from factrl.retrieval.index import load_index
-    from factrl.rollout import RolloutConfig
     from factrl.registry import RegistryError
-    from factrl.train.teacher import make_teacher
+    from factrl.rollout import RolloutConfig
+    from factrl.teachers import make_teacher, teacher_env_defaults
 
     claims = load_claims(dataset, data_dir, split, balanced=True, limit=limit, ids=ids)
-    idx = load_index(index) if index is not None else None
-    if mode is None and agent == "veri_r1":  # the template teacher writes offline episodes
-        mode = "offline"
-    spec, make_env = build_agent(agent, param, mode=mode, index=idx, context_sentences=context_sentences)
+    # the teacher's own parameters unless told otherwise (Veri-R1's template: offline)
+    run = build_run(RunSpec(agent=agent_spec(agent, param, mode=mode, defaults=teacher_env_defaults(agent)),
+                            index=str(index) if index is not None else None, context_sentences=context_sentences,
+                            load_policy=False, rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096)))
+    spec, make_env = run.spec.agent, run.make_env
     try:
-        teacher = make_teacher(agent, claims, spec.params)
+        teacher = make_teacher(spec.name, claims, spec.params)
     except RegistryError as exc:
         raise typer.BadParameter(str(exc), param_hint="--agent") from None
     evaluate(claims, make_env, teacher, out,
-             rollout=RolloutConfig(temperature=0.0, batch_size=64, max_new_tokens=4096),
+             rollout=run.spec.rollout,
              run_info={"dataset": dataset, "split": split, "agent": spec.model_dump(mode="json"),
                        "model": teacher.name})
     typer.echo(f"wrote {out / 'trajectories.jsonl'}")
@@ -350,14 +358,14 @@ def ffrr(
         raise typer.Exit(1) from None
     typer.echo(f"saved {final} (re-index with: factrl index build --model {final} ...)")
     if eval_held_out and cfg.eval.held_out:
-        from factrl.train.ffrr.evaluate import evaluate_held_out, evaluation_claims
+        from factrl.train.ffrr.evaluate import evaluate_retriever, evaluation_claims
 
         try:
             name, claims = evaluation_claims(cfg)
         except (ValueError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
-        result = evaluate_held_out(final, cfg, claims, questions=_held_out_questions(cfg, claims, name))
+        result = evaluate_retriever(final, cfg, claims, questions=_held_out_questions(cfg, claims, name))
         result["split"] = name
         (Path(cfg.output_dir) / "eval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         typer.echo(json.dumps(result, indent=2))

@@ -43,40 +43,31 @@ def verify(
     if not claim.strip():
         raise typer.BadParameter("the claim is empty", param_hint="CLAIM")
     from factrl.cli._common import device_options, parse_role_models
-    from factrl.envs.base import is_lm_free
     from factrl.lm.loader import is_packaged
 
     role_specs = parse_role_models(role_model)
-    lm_free = is_lm_free(agent)  # e.g. retrieve_verify: the verifier decides, --model is not loaded
-
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     on_device = device_options(device, dtype, [model, *role_specs.values()])
-    from factrl.cli._common import (build_agent, lm_options, load_role_models, require_repetition_guard,
-                                    resolve_context_sentences, runtime_info)
-    from factrl.lm.loader import load_lm
-    from factrl.retrieval.index import load_index
+    from factrl.cli._common import agent_spec, build_run, lm_options, model_loading, require_repetition_guard, runtime_info
+    from factrl.components import RunSpec
+    from factrl.envs import POLICY
     from factrl.rollout import RolloutConfig, run_episodes
     from factrl.types import Claim
 
-    idx = load_index(index)
-    _, make_env = build_agent(agent, param, mode=mode, index=idx, model=model,
-                              context_sentences=resolve_context_sentences(None, model, agent))
-    if lm_free:
-        from factrl.lm.scripted import null_lm
-
-        lm = null_lm()
-    else:
-        lm = load_lm(model, **lm_options(model, base_url, lm_cache, lm_timeout, role_model), **on_device)
-    roles = load_role_models(role_specs, base_url, lm_cache, lm_timeout, on_device)
+    lm_options(model, base_url, lm_cache, lm_timeout, role_model)  # openai-only options need an openai model
+    spec = RunSpec(agent=agent_spec(agent, param, mode=mode), index=str(index), models={POLICY: model, **role_specs},
+                   loading=model_loading(on_device, base_url=base_url, lm_cache=lm_cache, lm_timeout=lm_timeout),
+                   rollout=RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
+                                         batch_size=1, no_repeat_ngram=no_repeat_ngram))
+    run = build_run(spec)
+    lm, idx = run.policy, run.index
     require_repetition_guard(lm, no_repeat_ngram)
-    cfg = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=1,
-                        no_repeat_ngram=no_repeat_ngram)
-    (traj,) = run_episodes(make_env, [Claim(id="cli", text=claim)], lm, cfg, lms=roles or None)
-    if force_answer:
-        from factrl.forced import with_forced
+    (traj,) = run_episodes(run.make_env, [Claim(id="cli", text=claim)], lm, spec.rollout, lms=run.role_lms() or None)
+    if force_answer:  # only an agent that declares its forcing is forced (Veri-R1's "<answer>\nLabel:")
+        from factrl.forced import answer_forcing, with_forced
 
-        (traj,) = with_forced([traj], lm)
+        (traj,) = with_forced([traj], lm, answer_forcing(run.make_env()))
     evidence = [{"id": e, "text": idx.sentence_text(e)} for e in traj.verdict.evidence_ids]
     if json_out:
         out = {

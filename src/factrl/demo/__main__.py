@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from factrl.datasets import DATASETS
-    from factrl.envs import DEFAULT_AGENT, EnvSpec, deps_from_index, env_factory
+    from factrl.components import RunSpec, build_components
+    from factrl.envs import DEFAULT_AGENT, POLICY, EnvSpec
     from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm
     from factrl.report.markdown import format_summary_line
     from factrl.retrieval.base import IndexMismatchError
     from factrl.retrieval.index import build_index, corpus_sha256, load_index
@@ -65,30 +65,30 @@ def main(argv: list[str] | None = None) -> int:
         claims = claims[: args.limit]
     print(f"loading {args.model} ...", flush=True)
     t0 = time.perf_counter()
-    lm = load_lm(args.model)
+    # the shipped agent runs with its own settings (its manifest's parameters)
+    run = build_components(RunSpec(agent=EnvSpec(name=DEFAULT_AGENT), models={POLICY: args.model},
+                                   rollout=RolloutConfig(temperature=0.0, max_new_tokens=256, batch_size=len(claims))),
+                           index=index)
+    lm, spec = run.policy, run.spec.agent
     print(f"loaded in {time.perf_counter() - t0:.1f}s; verifying {len(claims)} claims", flush=True)
-
-    from factrl.lm.agent import agent_params
-
-    spec = EnvSpec(name=DEFAULT_AGENT, params=agent_params(args.model, DEFAULT_AGENT))  # the shipped agent's own settings
     run_dir = args.out / "run"
     shutil.rmtree(run_dir, ignore_errors=True)  # the demo always starts fresh
     metrics = evaluate(
         claims,
-        env_factory(spec, deps_from_index(index)),
+        run.make_env,
         lm,
         run_dir,
-        rollout=RolloutConfig(temperature=0.0, max_new_tokens=256, batch_size=len(claims)),
+        rollout=run.spec.rollout,
         run_info={"dataset": "demo", "model": args.model, "agent": spec.model_dump(mode="json")},
     )
 
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
 
-    from factrl.forced import FORCED_NOTE, with_forced
+    from factrl.forced import FORCED_NOTE, answer_forcing, with_forced
 
     trajs = read_trajectories(run_dir / TRAJ_FILE)
     if args.force_answer:  # a verdict for every claim: unanswered episodes get a forced one, marked
-        trajs = with_forced(trajs, lm)
+        trajs = with_forced(trajs, lm, answer_forcing(run.make_env()))
     by_id = {t.claim_id: t for t in trajs}
     forced = [t for t in trajs if t.verdict.forced]
     with open(run_dir / "forced.jsonl", "w") as fh:

@@ -15,6 +15,13 @@ An environment may also declare ``sampling`` — role → :class:`RoleSampling` 
 role at its own temperature or token limits instead of the rollout's (HARIS's released
 code samples its reasoner at 0.1 and its search agent at 1.0, 2,048 tokens a turn); one
 that declares none runs every role with the rollout's settings.
+
+Optional hooks an environment may declare (one that declares none does without):
+``answer_forcing`` (a :class:`~factrl.protocol.forcing.AnswerForcing`: how ``verify`` and
+the demo draw a verdict from an episode that ended without one; Veri-R1 declares its
+``<answer>\nLabel:`` opening), and ``lm_roles`` (the roles besides the policy it needs an
+LM for; by default the roles of its ``segment_budget``), which the run builder
+(:mod:`factrl.components`) reads to know which models to load.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from factrl.registry import Registry
 from factrl.types import Claim, Message, Verdict
 
 __all__ = ["DEFAULT_AGENT", "Env", "StepResult", "Switch", "EpisodeResult", "ENVS", "EnvFactory", "POLICY", "RoleSampling",
-           "role_sampling", "check_trained_temperatures", "is_lm_free"]
+           "role_sampling", "check_trained_temperatures", "is_lm_free", "env_lm_roles", "ENV_ALIAS_PARAMS",
+           "canonical_agent"]
 
 POLICY = "policy"  # the role whose opening context a trainer optimises
 
@@ -132,7 +140,9 @@ DEFAULT_AGENT = "veri_r1"
 # :func:`factrl.envs.build`.
 ENVS: Registry[Callable[..., Env]] = Registry("environment")
 ENVS.register_lazy("veri_r1", "factrl.envs.veri_r1")
-ENVS.register_lazy("veri_r1_offline", "factrl.envs.veri_r1")
+# An old name of ``veri_r1`` with mode=offline (configs and verl files written with it
+# still run); runs record it as ``veri_r1`` with its parameters (canonical_agent).
+ENVS.register_lazy("veri_r1_offline", "factrl.envs.veri_r1", alias_of="veri_r1")
 # Baselines (factrl.envs.baselines): direct prompting, single-shot RAG,
 # decompose-then-verify, ReAct.
 ENVS.register_lazy("direct", "factrl.envs.baselines.direct")
@@ -150,6 +160,27 @@ ENVS.register_lazy("profact", "factrl.envs.profact.env")
 ENVS.register_lazy("rar", "factrl.envs.rar")
 # Retrieve, then read each retrieved sentence with the trained verifier (no LM).
 ENVS.register_lazy("retrieve_verify", "factrl.envs.retrieve_verify")
+
+
+# The parameters an alias of :data:`ENVS` fixes (alias → parameters).
+ENV_ALIAS_PARAMS: dict[str, dict[str, Any]] = {"veri_r1_offline": {"mode": "offline"}}
+
+
+def canonical_agent(name: str, params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """``(name, params)`` under the environment's one registry name: an alias becomes the
+    environment it stands for, with the parameters it fixes (the caller's win)."""
+    canonical = ENVS.canonical(name)
+    if canonical == name:
+        return name, dict(params or {})
+    return canonical, {**ENV_ALIAS_PARAMS.get(name, {}), **(params or {})}
+
+
+def env_lm_roles(env: object) -> tuple[str, ...]:
+    """The roles besides the policy that ``env`` needs an LM for: its ``lm_roles`` when it
+    declares them, else the roles it opens contexts for (its ``segment_budget``)."""
+    declared = getattr(env, "lm_roles", None)
+    roles = declared if declared is not None else tuple((getattr(env, "segment_budget", None) or {}).keys())
+    return tuple(r for r in dict.fromkeys(roles) if r != POLICY)
 
 
 def is_lm_free(name: str) -> bool:

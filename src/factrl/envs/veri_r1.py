@@ -15,6 +15,7 @@ from factrl.envs import prompts
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.spec import EnvDeps
 from factrl.protocol.tags import check_protocol, last_block, parse_answer
+from factrl.protocol.forcing import VERI_R1_FORCING
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, EvidenceRef, Hit, Message, Verdict
 
@@ -113,6 +114,7 @@ class VeriR1Env:
 
     stop = ("</search>", "</answer>")
     default_reward = "veri_r1"
+    answer_forcing = VERI_R1_FORCING  # verify and the demo force "<answer>\nLabel:" on an unanswered episode
 
     def __init__(
         self,

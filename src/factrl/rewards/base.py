@@ -31,6 +31,7 @@ __all__ = [
     "build_reward",
     "score_trajectories",
     "score_by_default",
+    "reward_lm_roles",
 ]
 
 
@@ -42,6 +43,9 @@ class Reward(Protocol):
     trainer logs each beside the total as ``reward_<name>``); ``diagnostics`` names
     further per-episode judgements the breakdown carries that do not enter the total
     (e.g. "label correct", logged under their own names for training curves).
+    ``lm_roles`` names the LMs the reward calls (``RewardDeps.lms`` keys, e.g. Binary
+    RAR's ``"verifier"``, HARIS's ``"judge"``; empty for a rule-based reward), so the run
+    builder (:mod:`factrl.components`) knows which models to load before scoring.
     ``configure`` returns a copy with parameters and dependencies applied. A reward that
     reads ``Trajectory.meta`` fields an environment records (its outcome,
     :mod:`factrl.envs.outcome`) lists them in an optional ``reads_meta``, so a scorer that
@@ -51,6 +55,7 @@ class Reward(Protocol):
     name: str
     components: tuple[str, ...]
     diagnostics: tuple[str, ...]
+    lm_roles: tuple[str, ...]
 
     def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]: ...
 
@@ -92,6 +97,16 @@ REWARDS.register_lazy("rar", "factrl.rewards.rar")
 REWARDS.register_lazy("rar_rating", "factrl.rewards.rar")
 # Binary RAR on a generated world: the exact factworld verifier instead of an LM.
 REWARDS.register_lazy("rar_factworld", "factrl.rewards.rar_factworld")
+
+
+def reward_lm_roles(reward: object) -> tuple[str, ...]:
+    """The LM roles ``reward`` declares (``()`` for a plugin reward written before
+    ``lm_roles`` joined the protocol); a declaration that is not a tuple of names is refused."""
+    roles = getattr(reward, "lm_roles", ())
+    if not isinstance(roles, tuple) or not all(isinstance(r, str) and r for r in roles):
+        raise TypeError(f"reward {getattr(reward, 'name', reward)!r}: lm_roles must be a tuple of role names, "
+                        f"got {roles!r}")
+    return roles
 
 
 def build_reward(spec: RewardSpec | str, deps: RewardDeps | None = None) -> Reward:

@@ -66,6 +66,7 @@ class HarisHighReward:
     name: str = "haris_high"
     components: ClassVar[tuple[str, ...]] = ("format",)
     diagnostics: ClassVar[tuple[str, ...]] = ("label_correct",)
+    lm_roles: ClassVar[tuple[str, ...]] = ()  # no LM
 
     def __call__(self, traj: Trajectory) -> RewardBreakdown:
         return high_reward(traj, self.correct, self.wrong)
@@ -118,6 +119,7 @@ class HarisLowReward:
     # The outcome field it reads (factrl.envs.outcome): a text-only scorer must supply it.
     reads_meta: ClassVar[tuple[str, ...]] = ("report",)
     diagnostics: ClassVar[tuple[str, ...]] = ("judge_failed",)
+    lm_roles: ClassVar[tuple[str, ...]] = ("judge",)  # the LM (or cross-encoder) that judges usefulness
 
     def score(self, trajectories: Sequence[Trajectory]) -> list[RewardBreakdown]:
         trajs = list(trajectories)

@@ -28,6 +28,7 @@ class LabelOnlyReward:
     name: str = "label_only"
     components: ClassVar[tuple[str, ...]] = ("label", "format")
     diagnostics: ClassVar[tuple[str, ...]] = ("label_correct",)
+    lm_roles: ClassVar[tuple[str, ...]] = ()  # no LM
 
     def __call__(self, traj: Trajectory) -> RewardBreakdown:
         if traj.claim.label is None:

@@ -64,6 +64,7 @@ class ProFactReward:
     # The outcome fields it reads (factrl.envs.outcome): a text-only scorer must supply them.
     reads_meta: ClassVar[tuple[str, ...]] = ("questions", "qa")
     diagnostics: ClassVar[tuple[str, ...]] = ("label_correct",)
+    lm_roles: ClassVar[tuple[str, ...]] = ()  # no LM
 
     def __call__(self, traj: Trajectory) -> RewardBreakdown:
         claim = traj.claim

@@ -307,6 +307,7 @@ class VeriR1Reward:
     name: str = "veri_r1"
     components: ClassVar[tuple[str, ...]] = ("label", "evidence", "format", "validity", "hit_rate")
     diagnostics: ClassVar[tuple[str, ...]] = ("label_correct", "evidence_cover", "verified", "joint")
+    lm_roles: ClassVar[tuple[str, ...]] = ()  # no LM
 
     @property
     def convention(self) -> Convention:

@@ -3,58 +3,74 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from factrl.train.config import GRPORunConfig
+from factrl.types import Claim
 
 __all__ = ["evaluate_held_out", "learning_table"]
 
 
 def evaluate_held_out(cfg: GRPORunConfig, model: str, out_dir: Path, *, batch_size: int | None = None,
-                      lms: dict[str, str] | None = None, deps: Any = None) -> dict[str, Any]:
+                      lms: dict[str, str] | None = None, deps: Any = None,
+                      claims: Sequence[Claim] | None = None, run_info: dict[str, Any] | None = None,
+                      rollout: Any = None) -> dict[str, Any]:
     """Greedy evaluation of ``model`` on the run's held-out claims (resumable), on the
     run's ``model.device``/``model.dtype``; ``batch_size`` episodes at a time (None: the
     device's generation batch, 32 on CPU); ``lms`` maps other roles to models (HARIS:
-    ``{"searcher": path}``)."""
-    from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm, remote_backend
-    from factrl.rollout import RolloutConfig
-    from factrl.datasets.prepare import prepare_splits
-    from factrl.train.setup import frozen_lm_options, run_env_factory, run_reward
+    ``{"searcher": path}``). ``claims`` replaces the held-out claims of the run's split (a
+    recipe with its own splits); ``run_info`` adds to what the run records; ``rollout``
+    replaces the greedy rollout of the run's token limits. Components
+    come from the run builder (:func:`factrl.train.setup.run_components`), so the agent,
+    its reward and the reward's frozen model are those training used."""
+    from dataclasses import replace
 
-    _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))  # the split training recorded
-    if not held_out:
-        raise ValueError(f"{cfg.output_dir} holds no claims out (data.held_out_fraction = "
-                         f"{cfg.data.held_out_fraction}): evaluate on another split with factrl eval")
-    on = frozen_lm_options(cfg.model)
+    from factrl.components import ModelLoading
+    from factrl.datasets.prepare import prepare_splits
+    from factrl.envs import POLICY
+    from factrl.evaluate import evaluate
+    from factrl.lm.loader import remote_backend
+    from factrl.rollout import RolloutConfig
+    from factrl.train.setup import run_components, run_spec
+
+    if claims is None:
+        _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))  # the split training recorded
+        if not held_out:
+            raise ValueError(f"{cfg.output_dir} holds no claims out (data.held_out_fraction = "
+                             f"{cfg.data.held_out_fraction}): evaluate on another split with factrl eval")
+    else:
+        held_out = list(claims)
     local = batch_size and remote_backend(model) is None
-    lm = load_lm(model, **on, **({"max_batch_size": batch_size} if local else {}))
+    spec = run_spec(cfg, model=model, load_policy=True)
+    spec = replace(spec, models={**(lms or {}), POLICY: model},
+                   loading=ModelLoading(max_batch_size=batch_size if local else None))
+    run = run_components(cfg, deps, spec=spec)
+    lm = run.policy
     batch_size = batch_size or getattr(lm, "max_batch_size", 32)
-    info = {"model": model, "agent": {"name": cfg.env.name, "params": cfg.env.params},
+    info = {"model": model, "agent": run.spec.agent.model_dump(mode="json"),
             "held_out": len(held_out), "dataset": cfg.data.dataset,
-            "batch_size": batch_size, **(lm.runtime_info() if hasattr(lm, "runtime_info") else {})}
-    make_env = run_env_factory(cfg, deps)
-    role_lms = {role: (lm if path == model else load_lm(path, **on)) for role, path in (lms or {}).items()}
-    if role_lms:
-        info["lms"] = dict(lms or {})
-    reward = run_reward(cfg, make_env)
+            "batch_size": batch_size, **(lm.runtime_info() if hasattr(lm, "runtime_info") else {}),
+            **(run_info or {})}
+    if lms:
+        info["lms"] = dict(lms)
     metrics = evaluate(
         held_out,
-        make_env,
+        run.make_env,
         lm,
         out_dir,
-        rollout=RolloutConfig(
+        rollout=rollout or RolloutConfig(
             temperature=0.0,
             max_new_tokens=cfg.rollout.max_new_tokens,
             max_total_tokens=cfg.rollout.max_total_tokens,
             batch_size=batch_size,
         ),
         run_info=info,
-        reward=reward,
-        lms=role_lms,
+        reward=run.reward,
+        lms=run.role_lms(),
         # the agent's own metrics; the reward's LM judges before and after alike
-        agent=cfg.env.name,
+        agent=run.spec.agent.name,
         metric_params=cfg.env.metric_params or None,
     )
     return metrics

@@ -61,7 +61,7 @@ def test_query_side_training_against_the_frozen_index_vectors(setup):
     """doc_side = "index": candidates keep the index's vectors; evaluation searches that
     index with the trained encoder's queries (pool_depth 0)."""
     from factrl.datasets.prepare import prepare_splits
-    from factrl.train.ffrr.evaluate import evaluate_held_out
+    from factrl.train.ffrr.evaluate import evaluate_retriever
     from factrl.train.ffrr.trainer import train_ffrr
 
     cfg = config(setup, "ffrr_index", **{"ffrr.doc_side": "index", "eval.pool_depth": 0,
@@ -70,13 +70,13 @@ def test_query_side_training_against_the_frozen_index_vectors(setup):
     rows = [json.loads(line) for line in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["loss"] is not None for r in rows)
     _, held_out = prepare_splits(cfg.data, Path(cfg.output_dir))
-    ev = evaluate_held_out(final, cfg, held_out)
+    ev = evaluate_retriever(final, cfg, held_out)
     assert ev["pool_depth"] == 0 and 0 <= ev["dense"]["ndcg@10"] <= 1
     cfg.eval.label_limit = 2
-    assert evaluate_held_out(final, cfg, held_out)["labels"]["n"] == 2
+    assert evaluate_retriever(final, cfg, held_out)["labels"]["n"] == 2
     enc = config(setup, "enc", **{"eval.pool_depth": 0})
     with pytest.raises(ValueError, match="eval.index"):
-        evaluate_held_out(final, enc, held_out)
+        evaluate_retriever(final, enc, held_out)
 
 
 def test_hybrid_level_alternates_question_and_document_steps(setup, monkeypatch):

@@ -31,7 +31,7 @@ from factrl.retrieval.dense import passage_text
 from factrl.retrieval.metrics import doc_ranking, ndcg_at_k, recall_at_k
 from factrl.types import Claim, Hit, Passage
 
-__all__ = ["PoolReranker", "evaluate_held_out", "evaluation_claims", "relevant_docs"]
+__all__ = ["PoolReranker", "evaluate_retriever", "evaluation_claims", "relevant_docs"]
 
 
 def relevant_docs(claim: Claim) -> list[str]:
@@ -128,11 +128,12 @@ def _question_docs(reranker: PoolReranker, questions: list[str], k: int, tau: fl
     return list({p.id: p for _, p in best[:k]}.values())
 
 
-def evaluate_held_out(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], *, scorer: Any = None,
+def evaluate_retriever(model_dir: str | Path, cfg: Any, claims: Sequence[Claim], *, scorer: Any = None,
                       index: Any = None, questions: dict[str, list[str]] | None = None,
                       labels: bool = True) -> dict[str, Any]:
     """Retrieval and label metrics of the encoder in ``model_dir`` on ``claims``
-    (``labels=False``: retrieval only, no LM)."""
+    (``labels=False``: retrieval only, no LM). An agent's held-out evaluation is
+    :func:`factrl.train.learning.evaluate_held_out`; this one scores a retriever."""
     from factrl.metrics.classification import accuracy, macro_f1, macro_precision, macro_recall
     from factrl.retrieval.encoders import TextEncoder
     from factrl.retrieval.index import load_index

@@ -1,0 +1,10 @@
+"""Rule-based teachers: scripted LMs that write protocol-perfect trajectories from gold
+data for warm-up SFT (Veri-R1's template teacher, ProFact's gold-question teacher).
+
+``make_teacher("veri_r1", claims, {"mode": "offline"})``
+"""
+
+from factrl.teachers.base import TEACHERS, make_teacher, teacher_env_defaults
+from factrl.teachers.template import TemplateTeacher
+
+__all__ = ["TEACHERS", "TemplateTeacher", "make_teacher", "teacher_env_defaults"]

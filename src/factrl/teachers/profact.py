@@ -1,0 +1,112 @@
+"""A rule-based teacher that writes protocol-perfect ProFact episodes from AVeriTeC gold
+(questions, answers, label) — the warm-up a small model needs before GRPO on the
+process reward has any signal (an untrained 135M model never writes a ``<questions>``
+block, so every reward is 0).
+
+Stage by stage, through the real environment like any LM:
+
+- **question stage**: the claim's gold questions (the first ``max_questions``, one line
+  each, repeats dropped) as a numbered ``<questions>`` list;
+- **search stage**, in each question's own context: a ``<search>`` with the question
+  itself (a query the student can write), then an ``<answer>``: the gold answer when the
+  search showed that question's gold unit (``<claim>_qa_<i>``), otherwise "The evidence
+  does not answer this question." — answers rest on what was shown, never on knowledge
+  the student could not have had;
+- **verdict stage**: the gold label in ``<verdict>`` (AVeriTeC spelling).
+
+Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
+preset's 96-token turns. Which claim, stage and question a row belongs to comes from the
+row's metadata (``claim_id``, ``role``, ``context``: the i-th search context answers the
+teacher's own i-th question; ``context_turn``: the search call or the answer), never from
+parsing the prompt; the context is read only for what the environment has shown after
+the teacher's own search call (the ids retrieved).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from factrl.datasets.averitec import answer_text, qa_evidence_id
+from factrl.protocol.profact import AVERITEC_LABELS
+from factrl.lm.scripted import ScriptedLM
+from factrl.teachers.base import TEACHERS
+from factrl.types import Claim
+
+__all__ = ["ProFactTeacher", "NOT_ANSWERED"]
+
+NOT_ANSWERED = "The evidence does not answer this question."
+_SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return head + " …"
+
+
+class ProFactTeacher(ScriptedLM):
+    """``ProFactTeacher(claims, max_questions=…)``: AVeriTeC claims with gold questions."""
+
+    name = "profact-teacher"
+
+    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, max_answer_chars: int = 300) -> None:
+        super().__init__(lambda context: self.respond_row(context, {}))
+        self.by_id = {c.id: c for c in claims}
+        self.max_questions = max_questions
+        self.max_answer_chars = max_answer_chars
+
+    def gold(self, claim: Claim) -> list[tuple[str, str, str]]:
+        """``(question, answer, evidence id)`` of the claim's first ``max_questions``
+        distinct gold questions; the answer joins the question's answers (Boolean ones
+        with their explanation), as the loader's evidence text does."""
+        out: list[tuple[str, str, str]] = []
+        seen: set[str] = set()
+        for i, q in enumerate(claim.meta.get("questions") or []):
+            question = _one_line(q.get("question", "")) if isinstance(q, dict) else ""
+            if not question or question in seen:
+                continue
+            seen.add(question)
+            answer = _one_line(" ".join(answer_text(a) for a in q.get("answers") or []))
+            out.append((question, answer, qa_evidence_id(claim.id, i)))
+            if len(out) == self.max_questions:
+                break
+        return out
+
+    def respond_row(self, context: str, meta: dict[str, Any]) -> str:
+        claim = self.by_id.get(str(meta.get("claim_id")))
+        if claim is None or claim.label is None:
+            return "<verdict>Not Enough Evidence</verdict>"
+        gold = self.gold(claim)
+        asked = [q for q, _, _ in gold] or [_one_line(claim.text)]  # the questions this teacher writes
+        if meta.get("role") == "search":
+            index = int(meta.get("context", 0)) - 1  # the i-th search context answers question i
+            if not 0 <= index < len(asked):
+                return f"<answer>{NOT_ANSWERED}</answer>"
+            return self._search_turn(context, asked[index], gold, int(meta.get("context_turn", 0)))
+        if int(meta.get("context_turn", 0)) == 0:
+            return "<questions>\n" + "\n".join(f"{n}. {q}" for n, q in enumerate(asked, 1)) + "\n</questions>"
+        return f"<verdict>{AVERITEC_LABELS[claim.label]}</verdict>"
+
+    def _search_turn(self, context: str, question: str, gold: list[tuple[str, str, str]], turn: int) -> str:
+        call = f"<search>{question}</search>"
+        if turn == 0:
+            return call
+        # what the environment showed after this teacher's own search call
+        shown = set(_SHOWN.findall(context.rpartition(call)[2]))
+        for q, answer, ev_id in gold:
+            if q == question and answer and ev_id in shown:  # the pooled store's ids are the gold ids
+                return f"<answer>{_cut(answer, self.max_answer_chars)}</answer>"
+        return f"<answer>{NOT_ANSWERED}</answer>"
+
+
+@TEACHERS.register("profact")
+def _profact_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> ProFactTeacher:
+    """Sized to the environment's parameters (``max_questions``, default 5)."""
+    return ProFactTeacher(claims, max_questions=int(params.get("max_questions", 5)))
