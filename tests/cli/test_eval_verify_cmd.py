@@ -322,3 +322,40 @@ def test_eval_records_device_dtype_and_batch_and_resumes_only_in_the_same_dtype(
     (old / "run.json").write_text(json.dumps(legacy))
     r = runner.invoke(app, args[:-1] + [str(old), "--limit", "2"])
     assert r.exit_code == 0, r.output
+
+
+def test_mode_is_a_deprecated_alias_of_the_param_and_runs_record_the_canonical_agent(setup, tmp_path):
+    """--mode offline warns once and runs as --param mode=offline; --agent veri_r1_offline
+    (an alias) runs and records the same agent: veri_r1 with mode=offline."""
+    model, index, claims = setup
+    base = ["eval", "--dataset", "jsonl", "--data-dir", str(claims), "--index", str(index), "--model", str(model),
+            "--max-new-tokens", "4", "--batch-size", "2", "--limit", "1"]
+    runs = {"mode": ["--mode", "offline"], "param": ["--param", "mode=offline"], "alias": ["--agent", "veri_r1_offline"]}
+    agents = {}
+    for name, extra in runs.items():
+        r = runner.invoke(app, base + extra + ["--out", str(tmp_path / name)])
+        assert r.exit_code == 0, r.output
+        assert r.output.count("--mode is deprecated") == (1 if name == "mode" and not agents else 0)
+        agents[name] = json.loads((tmp_path / name / "run.json").read_text())["agent"]
+    assert agents["mode"] == agents["param"] == agents["alias"] == {"name": "veri_r1", "params": {"mode": "offline"}}
+    # an explicit --param wins over the deprecated flag
+    r = runner.invoke(app, base + ["--mode", "online", "--param", "mode=offline", "--out", str(tmp_path / "both")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "both" / "run.json").read_text())["agent"]["params"] == {"mode": "offline"}
+
+
+def test_only_an_agent_that_declares_answer_forcing_is_forced(setup):
+    """Veri-R1 declares its "<answer>\\nLabel:" forcing; the direct baseline declares none,
+    so its unanswered episode keeps no label instead of getting Veri-R1's answer appended."""
+    from factrl.envs import EnvDeps, build
+    from factrl.forced import answer_forcing
+    from factrl.protocol.forcing import VERI_R1_FORCING
+
+    assert answer_forcing(build("veri_r1", EnvDeps(retriever=object()))) is VERI_R1_FORCING
+    assert answer_forcing(build("direct")) is None
+    model, index, _ = setup
+    r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
+                            "--agent", "direct", "--json", "--max-new-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert not out["forced"] and (out["label"] is None or out["format_ok"])

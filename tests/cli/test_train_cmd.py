@@ -72,3 +72,24 @@ def test_filter_runs_the_judge_on_the_requested_device_and_dtype(tmp_path):
     info = json.loads((out / "run.json").read_text())
     assert (info["device"], info["dtype"], info["batch_size"], info["max_batch_size"]) == ("cpu", "bfloat16", 16, 32)
     assert "kept 0 of 1 claims" in res.output  # a random model solves nothing
+
+
+def test_teach_writes_offline_episodes_unless_told_and_records_the_canonical_agent(tmp_path):
+    """The template teacher's own default (mode=offline) comes from the teacher, not from
+    a special case for one agent name; --param mode=online overrides it."""
+    from factrl.teachers import teacher_env_defaults
+
+    assert teacher_env_defaults("veri_r1") == {"mode": "offline"} and teacher_env_defaults("direct") == {}
+    index = tmp_path / "index"
+    assert runner.invoke(app, ["index", "build", "--corpus", str(CORPUS), "--out", str(index)]).exit_code == 0
+    claims = tmp_path / "claims.jsonl"
+    claims.write_text(json.dumps({"id": "n1", "claim": "The lighthouse keeper kept bees.", "label": "NEI",
+                                  "cited_doc_ids": ["lighthouse"]}) + "\n")
+    for extra, mode in (([], "offline"), (["--param", "mode=online"], "online")):
+        out = tmp_path / mode
+        res = runner.invoke(app, ["train", "teach", "--dataset", "jsonl", "--data-dir", str(claims), "--index",
+                                  str(index), "--out", str(out), *extra])
+        assert res.exit_code == 0, res.output
+        assert json.loads((out / "run.json").read_text())["agent"] == {"name": "veri_r1", "params": {"mode": mode}}
+        row = json.loads((out / "trajectories.jsonl").read_text().splitlines()[0])
+        assert bool(row["searches"]) == (mode == "online")

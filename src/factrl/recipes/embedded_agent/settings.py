@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factrl.envs import DEFAULT_AGENT, EnvSpec
+from factrl.envs import EnvSpec
 
 __all__ = ["AGENT", "CONTEXT_SENTENCES", "DEFAULT_INDEX", "INDEX_COMMANDS", "SOURCES", "STAGES",
            "EmbeddedAgentSettings", "COMMAND"]
@@ -15,7 +15,9 @@ __all__ = ["AGENT", "CONTEXT_SENTENCES", "DEFAULT_INDEX", "INDEX_COMMANDS", "SOU
 # The command that runs this recipe (the shipped manifest's commands start with it).
 COMMAND = "factrl train embedded-agent"
 STAGES = ("split", "teach", "sft", "grpo", "eval", "ship", "table", "probe")
-AGENT = DEFAULT_AGENT  # the environment the agent is taught, evaluated and shipped for
+# The environment the agent is taught, evaluated and shipped for: the recipe is
+# Veri-R1's (its template teacher, the veri_r1_offline_cpu preset).
+AGENT = "veri_r1"
 SOURCES: dict[str, tuple[str, str, str, float]] = {
     # name: (dataset, data path, split, held-out fraction)
     "scifact": ("scifact", "../shared/data/scifact", "train", 0.075),
