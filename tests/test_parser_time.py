@@ -158,7 +158,7 @@ def _env_cases() -> dict[str, Case]:
         return prepare
 
     out = {}
-    for name in ENVS.names():
+    for name in [*ENVS.names(), *ENVS.aliases()]:
         out[f"env {name}: parse_verdict"] = Case(lambda a: a[0].parse_verdict(a[1]), fresh(name))
         out[f"env {name}: step"] = Case(lambda a: a[0].step(a[1]), fresh(name))
     return out

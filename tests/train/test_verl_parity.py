@@ -77,7 +77,8 @@ def _deps() -> RewardDeps:
 
 def _pairs() -> list[tuple[str, str]]:
     # factrl's own environments (a plugin test may have registered a toy one)
-    envs = [n for n in ENVS.names() if getattr(ENVS.get(n), "__module__", "").startswith("factrl.")]
+    # (aliases too: verl files written with veri_r1_offline still run through the shim)
+    envs = [n for n in [*ENVS.names(), *ENVS.aliases()] if getattr(ENVS.get(n), "__module__", "").startswith("factrl.")]
     deps = EnvDeps(retriever=OneHitRetriever())
     return sorted({(n, r) for n in envs for r in (build(n, deps).default_reward, "label_only")})
 

@@ -20,6 +20,19 @@ _VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params", "device", 
 _ABSENT_INFO = {"dtype": "float32"}
 
 
+def _canonical(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` with its agent under the environment's one registry name, so a run recorded
+    under an alias (``veri_r1_offline``, before runs recorded ``veri_r1`` with
+    ``mode=offline``) resumes under the canonical record."""
+    agent = info.get("agent")
+    if not (isinstance(agent, dict) and isinstance(agent.get("name"), str)):
+        return info
+    from factrl.envs.base import canonical_agent
+
+    name, params = canonical_agent(agent["name"], agent.get("params") or {})
+    return {**info, "agent": {**agent, "name": name, "params": params}}
+
+
 class RunMismatchError(ValueError):
     """The run directory holds results of a different configuration."""
 
@@ -28,7 +41,7 @@ def check_run_info(path: Path, info: dict[str, Any], *, force: bool) -> None:
     """Refuse to mix results of different settings in one run directory."""
     if path.exists() and not force:
         old = json.loads(path.read_text())
-        old, new = {**_ABSENT_INFO, **old}, {**_ABSENT_INFO, **info}
+        old, new = {**_ABSENT_INFO, **_canonical(old)}, {**_ABSENT_INFO, **_canonical(info)}
         keys = set(old) | set(new)
         diff = {k: (old.get(k), new.get(k)) for k in keys if k not in _VOLATILE_INFO and old.get(k) != new.get(k)}
         if diff:

@@ -1,0 +1,16 @@
+"""run.json: a run recorded under an environment's alias resumes under its canonical record."""
+
+import json
+
+import pytest
+
+from factrl.runs.info import RunMismatchError, check_run_info
+
+
+def test_a_run_recorded_under_an_alias_resumes_under_the_canonical_agent(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"agent": {"name": "veri_r1_offline", "params": {}}, "model": "m"}))
+    check_run_info(path, {"agent": {"name": "veri_r1", "params": {"mode": "offline"}}, "model": "m"}, force=False)
+    assert json.loads(path.read_text())["agent"] == {"name": "veri_r1", "params": {"mode": "offline"}}
+    with pytest.raises(RunMismatchError, match="agent"):
+        check_run_info(path, {"agent": {"name": "veri_r1", "params": {"mode": "online"}}, "model": "m"}, force=False)
