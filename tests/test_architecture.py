@@ -49,6 +49,21 @@ ALIASES: dict[str, str] = {
 }
 
 
+# A hard ceiling on a module's length: STYLE.md asks for modules under ~400 lines; the
+# margin lets a module grow a little before CI asks for the split. No exceptions.
+MAX_MODULE_LINES = 450
+
+
+def long_modules(src: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """Dotted name → line count of every module under ``src/factrl`` longer than ``limit``."""
+    out = {}
+    for name, path in modules(src).items():
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            out[name] = n
+    return out
+
+
 def _layer(comp: str) -> int:
     for i, names in enumerate(LAYERS):
         if comp in names:
@@ -125,6 +140,12 @@ def test_aliases_are_thin_and_unused_inside_the_package(graph: list[Edge]) -> No
     assert not users, f"modules importing an old path instead of its new home: {users}"
 
 
+def test_no_module_over_the_line_ceiling() -> None:
+    found = long_modules(SRC)
+    assert not found, f"modules over {MAX_MODULE_LINES} lines (split them by concept, see STYLE.md): " + \
+        ", ".join(f"{name} ({n})" for name, n in sorted(found.items()))
+
+
 # -- the checker itself --------------------------------------------------------------------
 
 
@@ -141,6 +162,15 @@ def test_checker_finds_upward_imports_and_circles(tmp_path: Path) -> None:
     graph = edges(tmp_path)
     assert cycles(graph) == [["factrl.envs.a", "factrl.rewards.b"]]
     assert violations(graph) == {("factrl.envs.a", "factrl.rewards.b"), ("factrl.metrics", "factrl.envs.a")}
+
+
+def test_checker_finds_long_modules(tmp_path: Path) -> None:
+    pkg = tmp_path / "factrl" / "lm"
+    pkg.mkdir(parents=True)
+    (tmp_path / "factrl" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("x = 1\n" * 451)
+    (pkg / "short.py").write_text("x = 1\n" * 450)
+    assert long_modules(tmp_path) == {"factrl.lm": 451}
 
 
 def test_exceptions_table_is_read() -> None:

@@ -220,3 +220,119 @@ def test_completion_form_through_the_completions_endpoint(serve):
     assert rows[0] == pytest.approx([0.7 / 1.0, 0.1, 0.2])
     assert rows[1] == pytest.approx([0.2 / 1.0, 0.1, 0.7])
     assert lm.stats.requests == 2
+
+
+# -- label continuations after a token context (forced answering, label probes) -----------
+
+
+class ContinuationLM:
+    """A token-level LM over characters whose encode appends EOS (0), scoring each
+    continuation from a table keyed by its text; records every score call."""
+
+    eos_token_id = 0
+
+    def __init__(self, table: dict[str, float]) -> None:
+        self.table = table
+        self.calls: list[tuple[list[list[int]], list[list[int]]]] = []
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text] + [0]
+
+    def score(self, prompts, continuations):
+        self.calls.append((list(prompts), list(continuations)))
+        return [self.table["".join(map(chr, c))] for c in continuations]
+
+
+def test_label_continuations_are_the_whole_word_without_eos():
+    from factrl.lm.label_scores import label_continuations
+
+    lm = ContinuationLM({})
+    assert label_continuations(lm, ["SUPPORT", "REFUTE"]) == [[ord(c) for c in " SUPPORT\n"], [ord(c) for c in " REFUTE\n"]]
+    assert label_continuations(lm, ["a", "b"], prefix="", suffix="") == [[97], [98]]
+
+
+def test_label_logprobs_score_every_label_after_every_context_in_one_call():
+    from factrl.lm.label_scores import label_continuations, label_logprobs
+
+    lm = ContinuationLM({" SUPPORT\n": -3.0, " REFUTE\n": -0.5, " NOT ENOUGH INFO\n": -2.0})
+    choices = label_continuations(lm, ["SUPPORT", "REFUTE", "NOT ENOUGH INFO"])
+    rows = label_logprobs(lm, [[1, 2], [3]], choices)
+    assert rows == [[-3.0, -0.5, -2.0], [-3.0, -0.5, -2.0]]
+    ((prompts, conts),) = lm.calls
+    assert prompts == [[1, 2]] * 3 + [[3]] * 3 and conts == choices * 2
+    assert label_logprobs(lm, [], choices) == [] and len(lm.calls) == 1
+
+
+def test_pick_labels_and_the_label_bias():
+    from factrl.lm.label_scores import label_bias, pick_labels
+
+    rows = [[-1.0, -2.0, -3.0], [-2.0, -1.5, -3.0], [-1.0, -1.0, -5.0]]
+    assert pick_labels(rows) == [0, 1, 0]  # the first on a tie
+    bias = label_bias(rows)
+    assert bias == pytest.approx([-4 / 3, -1.5, -11 / 3])
+    # calibrated: row 0 → [0.33, -0.5, 0.67] picks label 2
+    assert pick_labels(rows, bias) == [2, 2, 1]
+    assert pick_labels([[math.nan, -math.inf], [math.nan, -1.0]]) == [None, 1]
+    assert label_bias([[math.nan, -1.0], [-2.0, -3.0]]) == [-2.0, -2.0]
+    with pytest.raises(ValueError, match="bias has 2 entries for 3 labels"):
+        pick_labels(rows, [0.0, 0.0])
+
+
+def test_label_continuation_errors_are_clear():
+    from factrl.lm.label_scores import label_continuations, label_logprobs
+
+    lm = ContinuationLM({})
+    with pytest.raises(LabelScoreError, match="do not all encode differently"):
+        label_continuations(lm, ["yes", "yes"])
+    with pytest.raises(LabelScoreError, match="at least two"):
+        label_continuations(lm, ["yes"])
+    with pytest.raises(TypeError, match="not one string"):
+        label_continuations(lm, "yes")
+    with pytest.raises(TypeError, match="encode them first"):
+        label_logprobs(lm, ["a text"], [[1]])
+
+    class TextOnly:
+        name = "chat-api"
+
+        def complete(self, conversations, config): ...
+
+    with pytest.raises(LabelScoreError, match="chat-api has no token-level"):
+        label_continuations(TextOnly(), ["a", "b"])
+
+    class Short(ContinuationLM):
+        def score(self, prompts, continuations):
+            return [0.0]
+
+    with pytest.raises(LabelScoreError, match="returned 1 scores for 4 label rows"):
+        label_logprobs(Short({}), [[1], [2]], [[5], [6]])
+
+
+def test_label_logprobs_on_a_transformers_model_are_summed_token_logprobs(lm):
+    from factrl.lm.label_scores import label_continuations, label_logprobs
+
+    words = ["SUPPORT", "REFUTE", "NOT ENOUGH INFO"]
+    choices = label_continuations(lm, words)
+    assert all(lm.eos_token_id not in c for c in choices) and all(len(c) > 1 for c in choices)
+    contexts = [lm.encode("The claim is odd.\n<answer>\nLabel:"), lm.encode("Short.\n<answer>\nLabel:")]
+    rows = label_logprobs(lm, contexts, choices)
+    for ctx, row in zip(contexts, rows):
+        want = [sum(x) for x in lm.batch_token_logprobs([ctx] * 3, choices)]
+        assert row == pytest.approx(want, abs=1e-4)
+
+
+def test_forced_answers_pick_the_label_that_pick_labels_picks(lm):
+    """Forced answering reads its label the way this module does (one implementation)."""
+    from factrl.forced import ANSWER_OPENING, LABELS, force_answers
+    from factrl.lm.label_scores import label_continuations, label_logprobs, pick_labels
+    from factrl.types import Claim, Message, Trajectory, Verdict
+
+    trajs, contexts = [], []
+    for i, text in enumerate(["Verify: the Nile flows north.", "Verify: water boils at 50 C.", "Verify: x."]):
+        ids = lm.encode(text)
+        trajs.append(Trajectory(claim_id=str(i), env="veri_r1", claim=Claim(id=str(i), text=text),
+                                prompt=[Message(role="user", content=text)], prompt_ids=ids, turns=[],
+                                verdict=Verdict(format_errors=["no <answer>"])))
+        contexts.append(ids + lm.encode(ANSWER_OPENING))
+    rows = label_logprobs(lm, contexts, label_continuations(lm, [lab.value for lab in LABELS]))
+    picked = [LABELS[k] for k in pick_labels(rows)]
+    assert [v.label for v in force_answers(trajs, lm)] == picked

@@ -4,6 +4,7 @@
 """
 
 from factrl.envs.base import DEFAULT_AGENT, ENVS, POLICY, Env, EnvFactory, EpisodeResult, StepResult, Switch
+from factrl.envs.guards import EpisodeGuard, EpisodeStateError, SearchLog
 from factrl.envs.spec import EnvDeps, EnvSpec, build, deps_from_index, env_factory, parse_params
 
 __all__ = [
@@ -13,6 +14,9 @@ __all__ = [
     "Env",
     "EnvFactory",
     "EpisodeResult",
+    "EpisodeGuard",
+    "EpisodeStateError",
+    "SearchLog",
     "StepResult",
     "Switch",
     "EnvDeps",

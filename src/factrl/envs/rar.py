@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.guards import EpisodeGuard
 from factrl.envs.outcome import Outcome
 from factrl.envs.spec import EnvDeps
 from factrl.protocol.rar import is_abstention, is_sole_abstention, matches_gold, response_of
@@ -30,7 +31,7 @@ SHORT_FORM_INSTRUCTION = ("Answer the question briefly. If you are not sure of t
                           'answer exactly "I don\'t know".')
 
 
-class RarEnv:
+class RarEnv(EpisodeGuard):
     """One turn, no retrieval (evidence is the reward's business, not the policy's)."""
 
     name = "rar"
@@ -42,27 +43,20 @@ class RarEnv:
         if convention not in ("paper", "released"):
             raise ValueError(f"convention must be 'paper' or 'released', got {convention!r}")
         self.short_form_instruction, self.convention = short_form_instruction, convention
-        self._claim: Claim | None = None
-        self._text: str | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"prompt {claim.id!r} has empty text")
-        self._claim, self._text = claim, ""
-        text = claim.text.strip()
+        text = self._begin(claim, "prompt").strip()
+        self._text = ""
         if claim.meta.get("kind") == "short" and self.short_form_instruction:
             text = f"{text}\n\n{self.short_form_instruction}"
         return [Message(role="user", content=text)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._text is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         self._text = model_text
         return StepResult(observation=None, done=True)
 
-    def result(self) -> EpisodeResult:
-        if self._text is None or self._claim is None:
-            raise RuntimeError("result() before reset()")
+    def _episode_result(self) -> EpisodeResult:
+        assert self._claim is not None  # the guard's result() checked
         outcome = self.parse_outcome(self._text, self._claim)
         return EpisodeResult(verdict=outcome.verdict, meta=outcome.meta())
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.guards import EpisodeGuard, SearchLog, claim_text
 from factrl.envs.spec import EnvDeps
 from factrl.types import Claim, Hit, Message, Verdict
 
@@ -60,7 +61,7 @@ def _texts(hits: list[Hit], config: RetrieveVerifyConfig) -> tuple[list[str], li
     return ids, texts, units
 
 
-class RetrieveVerifyEnv:
+class RetrieveVerifyEnv(EpisodeGuard):
     name = "retrieve_verify"
     stop: tuple[str, ...] = ()
     max_turns = 1
@@ -71,7 +72,7 @@ class RetrieveVerifyEnv:
         if retriever is None:
             raise ValueError("the retrieve_verify agent needs a retriever (--index)")
         self.retriever, self.verifier, self.config = retriever, verifier, config or RetrieveVerifyConfig()
-        self._result: EpisodeResult | None = None
+        self._decided: EpisodeResult | None = None
 
     def _thresholds(self) -> Any:
         from factrl.verifier.scoring import Thresholds
@@ -84,8 +85,7 @@ class RetrieveVerifyEnv:
     def reset(self, claim: Claim) -> list[Message]:
         from factrl.verifier.judge import aggregate_verdict
 
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
+        claim_text(claim)
         query = claim.text.strip()[: self.config.max_query_chars]
         t0 = time.perf_counter()
         hits = self.retriever.search([query], self.config.top_k)[0]
@@ -96,30 +96,30 @@ class RetrieveVerifyEnv:
         v = aggregate_verdict(probs, ids, self._thresholds(), max_evidence=self.config.max_evidence)
         scored = [{"id": i, "unit": u, "support": round(float(p[0]), 4), "refute": round(float(p[1]), 4),
                    "nei": round(float(p[2]), 4)} for i, u, p in zip(ids, units, probs)]
-        self._result = EpisodeResult(
-            verdict=Verdict(label=v.label, evidence_ids=v.evidence_ids, format_ok=True, answered=True),
-            searches=[query], retrieved_ids=list(dict.fromkeys(h.passage.id for h in hits)),
-            timings={"search_s": t1 - t0, "verify_s": t2 - t1},
+        log = SearchLog()
+        log.record(query, [h.passage.id for h in hits], t1 - t0)
+        decided = log.episode_result(
+            Verdict(label=v.label, evidence_ids=v.evidence_ids, format_ok=True, answered=True),
+            timings={"verify_s": t2 - t1},
             meta={"confidence": v.confidence, "p_support": v.p_support, "p_refute": v.p_refute,
                   "verifier": getattr(self.verifier, "name", "verifier"), "scored": scored})
+        self._begin(claim)
+        self._decided = decided
         lines = [f"[[{i}]] S={p[0]:.2f} R={p[1]:.2f} N={p[2]:.2f}: {t}" for i, p, t in zip(ids, probs, texts)]
         content = (f"Claim: {claim.text.strip()}\nRetrieved and verified ({len(ids)}):\n" + "\n".join(lines)
                    + f"\nVerdict: {v.label.value} (confidence {v.confidence:.2f})")
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._result is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         return StepResult(observation=None, done=True)
 
-    def result(self) -> EpisodeResult:
-        if self._result is None:
-            raise RuntimeError("result() before reset()")
-        return self._result
+    def _episode_result(self) -> EpisodeResult:
+        assert self._decided is not None  # set with the claim, in reset
+        return self._decided
 
     def parse_verdict(self, model_text: str) -> Verdict:
         # The verdict is the verifier's, decided in reset; text alone cannot give it.
-        return self._result.verdict if self._result is not None else Verdict()
+        return self._decided.verdict if self._decided is not None else Verdict()
 
 
 @ENVS.register("retrieve_verify")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from factrl.envs import prompts
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.spec import EnvDeps
 from factrl.protocol.tags import check_protocol, last_block, parse_answer
 from factrl.protocol.forcing import VERI_R1_FORCING
@@ -108,7 +109,7 @@ def parse_verdict(model_text: str, *, online: bool, max_searches: int) -> Verdic
     )
 
 
-class VeriR1Env:
+class VeriR1Env(EpisodeGuard):
     """One episode at a time; create one per rollout (they are cheap). Scored by the
     ``veri_r1`` reward unless a run names another."""
 
@@ -130,75 +131,55 @@ class VeriR1Env:
         self.context = context
         self.name = "veri_r1" if self.config.mode == "online" else "veri_r1_offline"
         self.max_turns = self.config.max_turns if self.config.mode == "online" else 1
-        self._claim: Claim | None = None
 
     # -- protocol -------------------------------------------------------------------
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._claim = claim
+        self._begin(claim)
         self._model_text: list[str] = []
-        self._searches: list[str] = []
-        self._retrieved: list[str] = []
-        self._search_seconds = 0.0
-        self._done = False
+        self._log = SearchLog()
         if self.config.mode == "online":
             content = prompts.VERI_R1_PROMPTS[self.config.prompt]["online"].format(
                 claim=claim.text.strip(), max_searches=_number_word(self.config.max_searches)
             )
         else:
             evidence = self._offline_evidence(claim)
-            self._retrieved = [e.id for e in evidence]
+            self._log.record(None, [e.id for e in evidence])
             content = prompts.VERI_R1_PROMPTS[self.config.prompt]["offline"].format(
                 claim=claim.text.strip(),
                 evidence="\n".join(f"[[{e.id}]]: {e.text or ''}" for e in evidence),
             )
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
-        if self._done:
-            raise RuntimeError("step() after the episode ended")
+    def _step(self, model_text: str) -> StepResult:
         self._model_text.append(model_text)
         turns = len(self._model_text)
         if self.config.mode == "offline" or "</answer>" in model_text.lower():
-            return self._finish()
+            return StepResult(observation=None, done=True)
         query = _trailing_search(model_text)
         if query is None or turns >= self.config.max_turns:
             # No search to serve (EOS, length cut, or free text) or out of turns.
-            return self._finish()
-        self._searches.append(query)
-        if len(self._searches) > self.config.max_searches:
+            return StepResult(observation=None, done=True)
+        searches = self._log.queries
+        if len(searches) >= self.config.max_searches:
+            self._log.record(query)  # counted, not served
             return StepResult(observation=prompts.OVER_BUDGET, done=False)
         t0 = time.perf_counter()
         hits = self._search(query)
-        self._search_seconds += time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         info, shown = render_information(hits, self.config.max_observation_chars)
-        self._retrieved.extend(shown)
+        self._log.record(query, shown, seconds)
         obs = f"\n\n<information>\n{info}\n</information>\n\n"
-        if len(self._searches) == self.config.max_searches:
+        if len(searches) == self.config.max_searches:
             obs += prompts.BUDGET_SPENT.lstrip("\n")
         return StepResult(observation=obs, done=False)
 
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
-        return EpisodeResult(
-            verdict=self.parse_verdict("".join(self._model_text)),
-            searches=list(self._searches),
-            retrieved_ids=list(dict.fromkeys(self._retrieved)),
-            timings={"search_s": self._search_seconds},
-        )
+    def _episode_result(self) -> EpisodeResult:
+        return self._log.episode_result(self.parse_verdict("".join(self._model_text)))
 
     def parse_verdict(self, model_text: str) -> Verdict:
         return parse_verdict(model_text, online=self.config.mode == "online", max_searches=self.config.max_searches)
 
     # -- helpers --------------------------------------------------------------------
-    def _finish(self) -> StepResult:
-        self._done = True
-        return StepResult(observation=None, done=True)
-
     def _search(self, query: str) -> list[Hit]:
         q = query.strip()[: self.config.max_query_chars]
         if not q:

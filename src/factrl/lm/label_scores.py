@@ -28,6 +28,17 @@ A label word counts in any case: "True", "true" and "TRUE" are one label, and th
 probability is the sum over its variants (the servers' top tokens are matched without
 case; the token path sums the variants' first tokens, each counted once and only for one
 label; the exact-continuation path scores each variant).
+
+Label continuations after a token context. Where the context is the model's own token
+stream (an episode's prompt, turns and observations, then ``<answer>\nLabel:``), a label
+is scored as the summed log-probability of its whole continuation (``" SUPPORT\n"``, EOS
+dropped), exactly as written: :func:`label_continuations` encodes the label words once,
+:func:`label_logprobs` scores every label after every context in one ``score`` call (the
+transformers backend runs each context once and scores its labels on the KV cache),
+:func:`pick_labels` takes the best label per context (optionally after removing a label
+bias, :func:`label_bias`: contextual calibration). Forced answering
+(:mod:`factrl.forced`) and the label probes of the embedded agent's recipe read labels
+this way.
 """
 
 from __future__ import annotations
@@ -40,7 +51,8 @@ from typing import Any, Literal
 from factrl.lm.text import choice_probs
 from factrl.types import Message
 
-__all__ = ["FFRR_TEMPLATE", "LabelScoreError", "LabelScorer", "case_variants"]
+__all__ = ["FFRR_TEMPLATE", "LabelScoreError", "LabelScorer", "case_variants", "can_score_continuations",
+           "label_bias", "label_continuations", "label_logprobs", "pick_labels"]
 
 FFRR_TEMPLATE = 'The following evidence is given: {evidence}. Among {label_set}, the claim "{claim}" is classified as:'
 NO_EVIDENCE = "(none)"
@@ -199,3 +211,82 @@ class LabelScorer:
                 at += len(vs)
             out.append(labels)
         return out
+
+
+# -- label continuations after a token context ---------------------------------------------
+
+
+def can_score_continuations(lm: Any) -> bool:
+    """Whether ``lm`` has the token-level calls :func:`label_logprobs` needs (``encode``
+    and ``score``): local backends do, chat APIs do not."""
+    return all(callable(getattr(lm, name, None)) for name in ("encode", "score"))
+
+
+def label_continuations(lm: Any, words: Sequence[str], *, prefix: str = " ", suffix: str = "\n") -> list[list[int]]:
+    """The token ids of each label word as the continuation of a label slot: ``prefix +
+    word + suffix`` encoded, the LM's EOS token dropped (a tokenizer that appends it would
+    otherwise make every label end the text). Raises :class:`LabelScoreError` for fewer
+    than two words, a word that encodes to nothing, or two words with the same ids."""
+    if isinstance(words, str):
+        raise TypeError("words must be a list of label words, not one string")
+    if len(words) < 2:
+        raise LabelScoreError(f"need at least two label words, got {list(words)}")
+    if not can_score_continuations(lm):
+        raise LabelScoreError(f"{getattr(lm, 'name', type(lm).__name__)} has no token-level encode/score; "
+                              "label continuations need a local backend")
+    eos = getattr(lm, "eos_token_id", None)
+    out = []
+    for word in words:
+        ids = [int(x) for x in lm.encode(f"{prefix}{word}{suffix}") if x != eos]
+        if not ids:
+            raise LabelScoreError(f"label word {word!r} encodes to no tokens")
+        out.append(ids)
+    if len({tuple(ids) for ids in out}) != len(out):
+        raise LabelScoreError(f"label words {list(words)} do not all encode differently")
+    return out
+
+
+def label_logprobs(lm: Any, contexts: Sequence[Sequence[int]], choices: Sequence[Sequence[int]]) -> list[list[float]]:
+    """Summed log-probability of each label's continuation (``choices``, from
+    :func:`label_continuations`) after each context (token ids): row ``i`` holds context
+    ``i``'s scores in ``choices`` order. One ``lm.score`` call with each context repeated
+    once per label, so a backend that shares a repeated prompt runs it once."""
+    if isinstance(contexts, (str, bytes)) or any(isinstance(c, (str, bytes)) for c in contexts):
+        raise TypeError("contexts must be lists of token ids, not text (encode them first)")
+    if not can_score_continuations(lm):
+        raise LabelScoreError(f"{getattr(lm, 'name', type(lm).__name__)} has no token-level score")
+    if not contexts:
+        return []
+    k = len(choices)
+    flat = list(lm.score([list(c) for c in contexts for _ in range(k)], [list(ch) for _ in contexts for ch in choices]))
+    if len(flat) != k * len(contexts):
+        raise LabelScoreError(f"the LM returned {len(flat)} scores for {k * len(contexts)} label rows")
+    return [[float(x) for x in flat[i * k:(i + 1) * k]] for i in range(len(contexts))]
+
+
+def label_bias(rows: Sequence[Sequence[float]]) -> list[float]:
+    """Each label's mean log-probability over ``rows`` (contextual calibration: the bias a
+    label has whatever the context), over the finite scores only; 0.0 for a label with
+    none."""
+    if not rows:
+        return []
+    out = []
+    for k in range(len(rows[0])):
+        finite = [r[k] for r in rows if math.isfinite(r[k])]
+        out.append(math.fsum(finite) / len(finite) if finite else 0.0)
+    return out
+
+
+def pick_labels(rows: Sequence[Sequence[float]], bias: Sequence[float] | None = None) -> list[int | None]:
+    """Index of the most probable label per row (the first on a tie), after subtracting
+    ``bias`` (per label, e.g. :func:`label_bias`); None for a row where no label has a
+    finite score (a NaN or -inf everywhere: the model read nothing)."""
+    out: list[int | None] = []
+    for row in rows:
+        shift = bias if bias is not None else [0.0] * len(row)
+        if len(shift) != len(row):
+            raise ValueError(f"bias has {len(shift)} entries for {len(row)} labels")
+        scores = [x - b if math.isfinite(x) else -math.inf for x, b in zip(row, shift)]
+        best = max(range(len(scores)), key=scores.__getitem__, default=None)
+        out.append(None if best is None or scores[best] == -math.inf else best)
+    return out

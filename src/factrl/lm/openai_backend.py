@@ -34,12 +34,14 @@ retries fails alone: ``generate``/``complete`` raise :class:`~factrl.lm.base.Row
 (the rollout runner then fails just those episodes), or the :class:`LMRequestError`
 itself when every row failed. With ``cache`` (a path), responses are kept in sqlite
 (:mod:`factrl.lm.response_cache`) and a hit sends no request.
+
+Reading a response into a :class:`~factrl.lm.openai_chat.ChatGeneration` is
+:mod:`factrl.lm.openai_chat`'s; this module builds requests, sends them and retries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,23 +51,15 @@ from typing import Any
 from factrl.lm import chat_codec
 from factrl.lm.base import LM_BACKENDS, Generation, GenerationConfig, RowFailures, row_configs
 from factrl.lm.loader import LMLoadError
+from factrl.lm.openai_chat import ChatGeneration, char_logprobs, chat_generation, infer_stop, parse_chat
 from factrl.lm.openai_completions import completion_body, parse_completion, top_choice_scores
 from factrl.lm.remote import (BackgroundLoop, LMRequestError, RetryPolicy, choice_seed, parse_retry_after,
                               retryable_status)
 from factrl.lm.response_cache import ResponseCache, request_key
 from factrl.types import Message
 
+# ChatGeneration, char_logprobs and infer_stop live in factrl.lm.openai_chat; re-exported here.
 __all__ = ["ChatGeneration", "LMRequestError", "OpenAILM", "RequestStats", "char_logprobs", "infer_stop"]
-
-
-@dataclass
-class ChatGeneration(Generation):
-    """A :class:`Generation` with the server's own tokens and their logprobs (None when
-    it gave none), and whether it came from the cache."""
-
-    tokens: list[str] | None = None
-    token_logprobs: list[float] | None = None
-    cached: bool = False
 
 
 @dataclass
@@ -76,62 +70,6 @@ class RequestStats:
     waits: list[float] = field(default_factory=list)  # backoff delays slept, in order
     prompt_tokens: int = 0
     completion_tokens: int = 0
-
-
-def infer_stop(text: str, stops: Sequence[str]) -> str | None:
-    """For a server that does not say which stop string ended a reply: the tag stop
-    (``</x>``) whose opening ``<x>`` is still open at the end of ``text``, if any."""
-    best: tuple[int, str] | None = None
-    for stop in stops:
-        if stop.startswith("</") and stop.endswith(">") and len(stop) > 3:
-            opened = text.rfind("<" + stop[2:])
-            if opened > text.rfind(stop) and (best is None or opened > best[0]):
-                best = (opened, stop)
-    return None if best is None else best[1]
-
-
-def char_logprobs(text: str, tokens: Sequence[str], logprobs: Sequence[float]) -> list[float] | None:
-    """One logprob per character of ``text``: each token's on its first character (a
-    token with no text passes its logprob on to the next), 0.0 elsewhere; None when the
-    tokens do not spell ``text``."""
-    if "".join(tokens) != text or len(tokens) != len(logprobs):
-        return None
-    out = [0.0] * len(text)
-    at, carry = 0, 0.0
-    for tok, lp in zip(tokens, logprobs):
-        carry += float(lp)
-        if tok:
-            out[at] += carry
-            at, carry = at + len(tok), 0.0
-    if carry and out:
-        out[-1] += carry
-    return out
-
-
-def _parse(response: Any) -> dict[str, Any]:
-    """The first choice of a chat completion, as a JSON-ready dict (what the cache keeps)."""
-    if not getattr(response, "choices", None):
-        raise ValueError("the response has no choices")
-    choice = response.choices[0]
-    extra = getattr(choice, "model_extra", None) or {}
-    named = "stop_reason" if "stop_reason" in extra else "matched_stop" if "matched_stop" in extra else None
-    matched = extra.get(named) if named else None
-    out: dict[str, Any] = {
-        "text": choice.message.content or "",
-        "finish_reason": choice.finish_reason,
-        "names_stop": named is not None,
-        "matched_stop": matched if isinstance(matched, str) else None,
-        "tokens": None, "logprobs": None, "top_logprobs": None,
-    }
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
-    if content is not None:
-        out["tokens"] = [t.token for t in content]
-        out["logprobs"] = [float(t.logprob) for t in content]
-        if content and content[0].top_logprobs:
-            out["top_logprobs"] = [[t.token, float(t.logprob)] for t in content[0].top_logprobs]
-    usage = getattr(response, "usage", None)
-    out["usage"] = [getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0]
-    return out
 
 
 class RequestDeadlineError(TimeoutError):
@@ -351,7 +289,7 @@ class OpenAILM:
                 gens.append(None)
                 errors.append(result)
             else:
-                gens.append(ChatGeneration([], [], "", "length") if result is None else _generation(result, cfg))
+                gens.append(ChatGeneration([], [], "", "length") if result is None else chat_generation(result, cfg))
                 errors.append(None)
         failed = [e for e in errors if e is not None]
         if failed and len(failed) == len(errors):
@@ -390,7 +328,7 @@ class OpenAILM:
                 response = await asyncio.wait_for(create, self.timeout)
             except asyncio.TimeoutError:
                 raise RequestDeadlineError(f"timed out: no complete response within {self.timeout:g} s") from None
-            return parse_completion(response) if legacy else _parse(response)
+            return parse_completion(response) if legacy else parse_chat(response)
 
         async def wait(seconds: float) -> None:
             self.stats.waits.append(seconds)
@@ -422,29 +360,3 @@ class OpenAILM:
         if self.cache is not None:
             self.cache.close()
 
-
-def _generation(result: dict[str, Any], cfg: GenerationConfig) -> ChatGeneration:
-    content: str = result["text"]
-    stops = [s for s in cfg.stop if s]
-    lps = None
-    if result.get("tokens") is not None and result.get("logprobs") is not None:
-        lps = char_logprobs(content, result["tokens"], result["logprobs"])
-    text, stop = content, None
-    reason = result["finish_reason"]
-    first = min(((content.find(s) + len(s), s) for s in stops if s in content), default=None)
-    if first is not None:  # the server ignored a stop string (or allows fewer): cut here
-        text, stop, finish = content[: first[0]], first[1], "stop"
-    elif reason == "length":
-        finish = "length"
-    elif reason == "stop":
-        stop = result.get("matched_stop") if result.get("names_stop") else infer_stop(content, stops)
-        finish = "stop" if stop else "eos"
-    else:
-        finish = "eos"
-    if finish == "stop" and stop and not text.endswith(stop):
-        text += stop
-    ids = chat_codec.encode(text) + ([chat_codec.EOS] if finish == "eos" else [])
-    logprobs = None if lps is None else (lps[: len(text)] + [0.0] * len(ids))[: len(ids)]
-    return ChatGeneration(token_ids=ids, logprobs=logprobs, text=text, finish_reason=finish, stop=stop,  # type: ignore[arg-type]
-                          tokens=result.get("tokens"), token_logprobs=result.get("logprobs"),
-                          cached=bool(result.get("cached")))

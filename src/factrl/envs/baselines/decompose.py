@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from factrl.envs.base import ENVS, POLICY, EpisodeResult, StepResult, Switch
 from factrl.envs.baselines.answer import clip, line_key
 from factrl.envs.baselines.prompts import decompose as prompts
-from factrl.envs.baselines.rag import RagConfig, Retrieval, parse_rag, rag_messages, retrieve
+from factrl.envs.baselines.rag import RagConfig, parse_rag, rag_messages, retrieve
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.spec import EnvDeps
 from factrl.protocol.text import numbered_items
 from factrl.labels import Label
@@ -121,7 +122,7 @@ def split_model_text(model_text: str) -> tuple[str, list[str]]:
     return "\n".join(lines[: starts[0]]), ["\n".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
-class DecomposeEnv:
+class DecomposeEnv(EpisodeGuard):
     """Turn 1 decomposes; each later turn answers one sub-claim in a fresh context."""
 
     name = "decompose"
@@ -133,22 +134,17 @@ class DecomposeEnv:
             raise ValueError("the decompose agent needs a retriever")
         self.retriever, self.config = retriever, config or DecomposeConfig()
         self.max_turns = 1 + self.config.max_subclaims
-        self._claim: Claim | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._claim = claim
+        text = self._begin(claim)
         self._split: str | None = None
         self._subclaims: list[str] = []
         self._answers: list[str] = []
-        self._retrievals: list[Retrieval] = []
-        content = prompts.TEMPLATE.format(claim=claim.text.strip(), max_subclaims=self.config.max_subclaims)
+        self._log = SearchLog()
+        content = prompts.TEMPLATE.format(claim=text.strip(), max_subclaims=self.config.max_subclaims)
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         if self._split is None:
             self._split = model_text
             self._subclaims, _ = parse_subclaims(model_text, self.config.max_subclaims)
@@ -158,23 +154,15 @@ class DecomposeEnv:
         if i >= len(self._subclaims):
             return StepResult(observation=None, done=True)
         retrieval = retrieve(self.retriever, self._subclaims[i], self.config.rag)
-        self._retrievals.append(retrieval)
+        self._log.record(retrieval.query or None, retrieval.shown, retrieval.seconds)
         # A fresh context: the sub-claim and its own search results only.
         messages = rag_messages(self._subclaims[i], retrieval, what="sub-claim")
         return StepResult(observation=None, done=False, switch=Switch(role=POLICY, messages=messages))
 
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
+    def _episode_result(self) -> EpisodeResult:
         verdict, subs = decompose_verdict(self._split or "", self._answers, self.config.max_subclaims)
-        return EpisodeResult(
-            verdict=verdict,
-            searches=[r.query for r in self._retrievals if r.query],
-            retrieved_ids=list(dict.fromkeys(i for r in self._retrievals for i in r.shown)),
-            timings={"search_s": sum(r.seconds for r in self._retrievals)},
-            meta={"subclaims": list(self._subclaims),
-                  "sub_labels": [s.label.value if s.label else None for s in subs]},
-        )
+        return self._log.episode_result(verdict, meta={
+            "subclaims": list(self._subclaims), "sub_labels": [s.label.value if s.label else None for s in subs]})
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """From the episode's model turns joined by newlines (see :func:`split_model_text`)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.baselines.answer import answer_verdict
 from factrl.envs.baselines.prompts import direct as prompts
+from factrl.envs.guards import EpisodeGuard
 from factrl.envs.spec import EnvDeps
 from factrl.types import Claim, Message, Verdict
 
@@ -23,7 +24,7 @@ def parse_direct(model_text: str) -> Verdict:
     return answer_verdict(model_text, evidence=False)
 
 
-class DirectEnv:
+class DirectEnv(EpisodeGuard):
     """One turn, no retrieval, no stop strings (the turn's token budget bounds it)."""
 
     name = "direct"
@@ -31,24 +32,16 @@ class DirectEnv:
     max_turns = 1
     default_reward = "label_only"
 
-    def __init__(self) -> None:
-        self._text: str | None = None
-
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
+        text = self._begin(claim)
         self._text = ""
-        return [Message(role="user", content=prompts.TEMPLATE.format(claim=claim.text.strip()))]
+        return [Message(role="user", content=prompts.TEMPLATE.format(claim=text.strip()))]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._text is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         self._text = model_text
         return StepResult(observation=None, done=True)
 
-    def result(self) -> EpisodeResult:
-        if self._text is None:
-            raise RuntimeError("result() before reset()")
+    def _episode_result(self) -> EpisodeResult:
         return EpisodeResult(verdict=self.parse_verdict(self._text))
 
     def parse_verdict(self, model_text: str) -> Verdict:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.baselines.answer import answer_verdict
 from factrl.envs.baselines.prompts import rag as prompts
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.spec import EnvDeps
 from factrl.envs.veri_r1 import render_information
 from factrl.retrieval.base import Retriever
@@ -70,7 +71,7 @@ def parse_rag(model_text: str) -> Verdict:
     return answer_verdict(model_text, evidence=True)
 
 
-class RagEnv:
+class RagEnv(EpisodeGuard):
     """One turn; the retrieval happens in :meth:`reset`. No stop strings (the turn's
     token budget bounds it)."""
 
@@ -83,28 +84,21 @@ class RagEnv:
         if retriever is None:
             raise ValueError("the rag agent needs a retriever")
         self.retriever, self.config = retriever, config or RagConfig()
-        self._retrieval: Retrieval | None = None
-        self._text = ""
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._retrieval = retrieve(self.retriever, claim.text, self.config)
+        text = self._begin(claim)
+        retrieval = retrieve(self.retriever, text, self.config)
+        self._log = SearchLog()
+        self._log.record(retrieval.query or None, retrieval.shown, retrieval.seconds)
         self._text = ""
-        return rag_messages(claim.text, self._retrieval)
+        return rag_messages(text, retrieval)
 
-    def step(self, model_text: str) -> StepResult:
-        if self._retrieval is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         self._text = model_text
         return StepResult(observation=None, done=True)
 
-    def result(self) -> EpisodeResult:
-        if self._retrieval is None:
-            raise RuntimeError("result() before reset()")
-        r = self._retrieval
-        return EpisodeResult(verdict=self.parse_verdict(self._text), searches=[r.query] if r.query else [],
-                             retrieved_ids=list(dict.fromkeys(r.shown)), timings={"search_s": r.seconds})
+    def _episode_result(self) -> EpisodeResult:
+        return self._log.episode_result(self.parse_verdict(self._text))
 
     def parse_verdict(self, model_text: str) -> Verdict:
         return parse_rag(model_text)

@@ -27,6 +27,7 @@ from factrl.envs.base import ENVS, EpisodeResult, StepResult
 from factrl.envs.baselines.answer import clip, line_key, parse_evidence, parse_label
 from factrl.envs.baselines.prompts import react as prompts
 from factrl.envs.baselines.rag import RagConfig, retrieve
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.spec import EnvDeps
 from factrl.retrieval.base import Retriever
 from factrl.types import Claim, Message, Verdict
@@ -135,7 +136,7 @@ def parse_react(model_text: str, *, max_steps: int) -> Verdict:
     return Verdict(label=label, evidence_ids=ids, format_ok=not errors, format_errors=errors, answered=True)
 
 
-class ReactEnv:
+class ReactEnv(EpisodeGuard):
     """Thought/Action turns; the environment answers searches with observations."""
 
     name = "react"
@@ -149,52 +150,32 @@ class ReactEnv:
         self.max_turns = self.config.max_steps + 1
         self._rag = RagConfig(top_k=self.config.top_k, max_information_chars=self.config.max_information_chars,
                               max_query_chars=self.config.max_query_chars)
-        self._claim: Claim | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._claim = claim
+        self._begin(claim)
         self._model_text: list[str] = []
-        self._searches: list[str] = []
-        self._retrieved: list[str] = []
-        self._search_seconds = 0.0
-        self._done = False
+        self._log = SearchLog()
         content = prompts.TEMPLATE.format(claim=claim.text.strip(), max_steps=self.config.max_steps)
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
-        if self._done:
-            raise RuntimeError("step() after the episode ended")
+    def _step(self, model_text: str) -> StepResult:
         self._model_text.append(model_text)
         action = turn_action(model_text)
         if (action is not None and action.kind == "finish") or len(self._model_text) >= self.max_turns:
-            self._done = True
             return StepResult(observation=None, done=True)
         lead = "" if model_text.endswith("\n") else "\n"
         if action is None:
             return StepResult(observation=lead + prompts.INVALID_ACTION, done=False)
         t0 = time.perf_counter()
         r = retrieve(self.retriever, action.argument, self._rag)
-        self._search_seconds += time.perf_counter() - t0
-        self._searches.append(r.query)
-        self._retrieved.extend(r.shown)
+        self._log.record(r.query, r.shown, time.perf_counter() - t0)
         obs = prompts.OBSERVATION.format(information=r.information) if r.shown else prompts.NOTHING_FOUND
-        if len(self._searches) == self.config.max_steps:
+        if len(self._log.queries) == self.config.max_steps:
             obs += prompts.BUDGET_SPENT
         return StepResult(observation=lead + obs, done=False)
 
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
-        return EpisodeResult(
-            verdict=self.parse_verdict("\n".join(self._model_text)),
-            searches=list(self._searches),
-            retrieved_ids=list(dict.fromkeys(self._retrieved)),
-            timings={"search_s": self._search_seconds},
-        )
+    def _episode_result(self) -> EpisodeResult:
+        return self._log.episode_result(self.parse_verdict("\n".join(self._model_text)))
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """From the episode's model turns joined by newlines (observations excluded)."""

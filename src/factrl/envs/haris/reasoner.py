@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, POLICY, Env, EpisodeResult, StepResult, Switch
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.haris import prompts
 from factrl.protocol.haris import TurnAction, TurnParser, budgeted_verdict, parse_turns
 from factrl.envs.haris.searcher import (CONVENTIONS, SEARCHER_STOP, SearcherConfig, SearchSession, check_convention,
@@ -64,7 +65,7 @@ def _verdict(acts: list[TurnAction], max_questions: int, extra: list[str] | None
                             extra=extra or ())
 
 
-class HarisEnv:
+class HarisEnv(EpisodeGuard):
     """The reasoner's episode with its search agent's sub-episodes inside."""
 
     name = "haris"
@@ -79,12 +80,9 @@ class HarisEnv:
         # search agent: its own turns per question
         self.max_turns = (self.config.max_questions + 2) + self.config.max_questions * self.config.searcher.max_turns
         self.segment_budget = {SEARCHER: self.config.max_questions}  # one search-agent context per question
-        self._claim: Claim | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._claim = claim
+        self._begin(claim)
         self._acts: list[TurnAction] = []
         self._parser = TurnParser(_ACTIONS, inner=_INNER)
         self._sessions: list[SearchSession] = []
@@ -93,9 +91,7 @@ class HarisEnv:
         content = prompts.REASONER.format(claim=claim.text.strip(), max_questions=self.config.max_questions)
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         if self._session is not None:
             return self._searcher_step(model_text)
         act = self._parser.parse(model_text)
@@ -123,23 +119,15 @@ class HarisEnv:
         self._session = None  # reported (or failed to): back to the reasoner with the report
         return StepResult(observation=result_block(session.shown_report()), done=False, switch=Switch(role=POLICY))
 
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
+    def _episode_result(self) -> EpisodeResult:
         verdict = _verdict(self._acts, self.config.max_questions)
         sessions = self._sessions
-        return EpisodeResult(
-            verdict=verdict,
-            searches=[q for s in sessions for q in s.searches],
-            retrieved_ids=list(dict.fromkeys(i for s in sessions for i in s.shown)),
-            timings={"search_s": sum(s.search_seconds for s in sessions)},
-            meta={
-                "questions": [s.question for s in sessions],
-                "reports": [s.report for s in sessions],
-                "searcher_format_ok": [s.format_ok for s in sessions],
-                "searcher_format_errors": [s.format_errors for s in sessions],
-            },
-        )
+        return SearchLog.merged(s.log for s in sessions).episode_result(verdict, meta={
+            "questions": [s.question for s in sessions],
+            "reports": [s.report for s in sessions],
+            "searcher_format_ok": [s.format_ok for s in sessions],
+            "searcher_format_errors": [s.format_errors for s in sessions],
+        })
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """From the reasoner's turns joined (reports and search-agent turns excluded)."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from factrl.envs.base import POLICY, EpisodeResult, RoleSampling, StepResult, Switch
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.haris import prompts
 from factrl.labels import Label
 from factrl.retrieval.base import Retriever
@@ -134,10 +135,8 @@ class ReleasedSearchSession:
     config: ReleasedConfig
     sequence: str = ""  # its turns and results, where the report is read
     turns: int = 0
-    searches: list[str] = field(default_factory=list)
-    shown: list[str] = field(default_factory=list)
+    log: SearchLog = field(default_factory=SearchLog)
     done: bool = False
-    search_seconds: float = 0.0
 
     def step(self, text: str) -> str | None:
         if self.done:
@@ -159,9 +158,7 @@ class ReleasedSearchSession:
         """The released search tool's text: top-k ``contents`` joined by blank lines."""
         t0 = time.perf_counter()
         hits = self.retriever.search([query], self.config.top_k)[0]
-        self.search_seconds += time.perf_counter() - t0
-        self.searches.append(query)
-        self.shown.extend(h.passage.id for h in hits)
+        self.log.record(query, [h.passage.id for h in hits], time.perf_counter() - t0)
         return "".join(f"{passage_contents(h.passage)}\n\n" for h in hits).strip()
 
     @property
@@ -169,13 +166,7 @@ class ReleasedSearchSession:
         return last_block(self.sequence, "report")
 
 
-def _check_claim(claim: Claim, what: str = "claim") -> str:
-    if not claim.text or not claim.text.strip():
-        raise ValueError(f"{what} {claim.id!r} has empty text")
-    return claim.text
-
-
-class ReleasedHarisEnv:
+class ReleasedHarisEnv(EpisodeGuard):
     """The reasoner and its search agent as ``haris_infer.py`` runs them (module doc)."""
 
     name = "haris"
@@ -191,11 +182,10 @@ class ReleasedHarisEnv:
         self.max_turns = runs * c.max_turns * (1 + c.searcher_turns)
         self.segment_budget = {SEARCHER: runs * c.max_turns, **({POLICY: c.reruns} if c.reruns else {})}
         self.sampling = c.sampling()
-        self._claim: Claim | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
         # the released code sends the claim as it is (no strip)
-        self._claim, self._text = claim, _check_claim(claim)
+        self._text = self._begin(claim)
         self._run = 0  # 0: haris_infer's batch loop; 1..: high_inference re-runs
         self._sequences = [""]  # per run: its turns and results
         self._turns = 0
@@ -206,9 +196,7 @@ class ReleasedHarisEnv:
         self._label: Label | None = None
         return reasoner_messages(self._text)
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         if self._session is not None:
             return self._searcher_step(model_text)
         self._turns += 1
@@ -255,9 +243,7 @@ class ReleasedHarisEnv:
         return StepResult(observation=None, done=False,
                           switch=Switch(role=POLICY, messages=reasoner_messages(self._text), stop=REASONER_STOP))
 
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
+    def _episode_result(self) -> EpisodeResult:
         label = self._label
         errors: list[str] = []
         if label is None:
@@ -267,15 +253,10 @@ class ReleasedHarisEnv:
         verdict = Verdict(label=label, evidence_ids=[], format_ok=label is not None, format_errors=errors,
                           answered=label is not None)
         s = self._sessions
-        return EpisodeResult(
-            verdict=verdict,
-            searches=[q for x in s for q in x.searches],
-            retrieved_ids=list(dict.fromkeys(i for x in s for i in x.shown)),
-            timings={"search_s": sum(x.search_seconds for x in s)},
-            meta={"convention": "released", "released_outcome": self._outcome, "reruns": self._run,
-                  "questions": [x.question for x in s], "reports": [x.report or None for x in s],
-                  "searcher_format_ok": [bool(x.report) for x in s]},
-        )
+        return SearchLog.merged(x.log for x in s).episode_result(verdict, meta={
+            "convention": "released", "released_outcome": self._outcome, "reruns": self._run,
+            "questions": [x.question for x in s], "reports": [x.report or None for x in s],
+            "searcher_format_ok": [bool(x.report) for x in s]})
 
     def parse_verdict(self, model_text: str) -> Verdict:
         """The first run's verdict from the reasoner's model text (results excluded, so a
@@ -285,7 +266,7 @@ class ReleasedHarisEnv:
                        format_errors=[] if label is not None else [f"no verdict ({outcome})"])
 
 
-class ReleasedSearcherEnv:
+class ReleasedSearcherEnv(EpisodeGuard):
     """The search agent alone on one question (``host_low.py``; its GRPO stage)."""
 
     name = "haris_searcher"
@@ -301,26 +282,23 @@ class ReleasedSearcherEnv:
         self._session: ReleasedSearchSession | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        question = _check_claim(claim, "question")
+        question = self._begin(claim, "question")
         self._session = ReleasedSearchSession(question, self.retriever, self.config)
         return searcher_messages(question)
 
-    def step(self, model_text: str) -> StepResult:
-        if self._session is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
+        assert self._session is not None
         obs = self._session.step(model_text)
         return StepResult(observation=obs, done=obs is None)
 
-    def result(self) -> EpisodeResult:
+    def _episode_result(self) -> EpisodeResult:
         s = self._session
-        if s is None:
-            raise RuntimeError("result() before reset()")
+        assert s is not None
         report = s.report
         verdict = Verdict(label=None, evidence_ids=[], format_ok=bool(report), answered=bool(report),
                           format_errors=[] if report else ["no answer: no <report>"])
-        return EpisodeResult(verdict=verdict, searches=list(s.searches), retrieved_ids=list(dict.fromkeys(s.shown)),
-                             timings={"search_s": s.search_seconds},
-                             meta={"convention": "released", "report": report or None, "question": s.question})
+        return s.log.episode_result(verdict, meta={"convention": "released", "report": report or None,
+                                                   "question": s.question})
 
     def parse_verdict(self, model_text: str) -> Verdict:
         report = last_block(model_text, "report")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factrl.envs.base import ENVS, Env, EpisodeResult, StepResult
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.haris import prompts
 from factrl.envs.outcome import Outcome
 from factrl.envs.spec import EnvDeps
@@ -66,11 +67,9 @@ class SearchSession:
     retriever: Retriever
     config: SearcherConfig
     turns: list[TurnAction] = field(default_factory=list)
-    searches: list[str] = field(default_factory=list)
-    shown: list[str] = field(default_factory=list)
+    log: SearchLog = field(default_factory=SearchLog)
     report: str | None = None
     done: bool = False
-    search_seconds: float = 0.0
     budget_errors: list[str] = field(default_factory=list)
     parser: TurnParser = field(default_factory=lambda: TurnParser(_ACTIONS, inner=_INNER), repr=False)
 
@@ -86,7 +85,7 @@ class SearchSession:
         if act.kind is None:
             self.done = True  # no action (EOS or a cut turn): no report
             return None
-        if len(self.searches) >= self.config.max_searches:
+        if len(self.log.queries) >= self.config.max_searches:
             if self.budget_errors:  # told once already: the session ends without a report
                 self.done = True
                 return None
@@ -96,9 +95,7 @@ class SearchSession:
         t0 = time.perf_counter()
         hits = self.retriever.search([query], self.config.top_k)[0] if query else []
         info, ids = render_information(hits, self.config.max_information_chars)
-        self.search_seconds += time.perf_counter() - t0
-        self.searches.append(query)
-        self.shown.extend(ids)
+        self.log.record(query, ids, time.perf_counter() - t0)
         return result_block(info or prompts.NOTHING_FOUND)
 
     @property
@@ -130,7 +127,7 @@ class ReportOutcome(Outcome):
         return {"report": self.report, "question": self.question}
 
 
-class HarisSearcherEnv:
+class HarisSearcherEnv(EpisodeGuard):
     """The search agent alone on one question (its GRPO stage; scored by ``haris_low``).
 
     The claim's text is the question; ``claim.meta["pseudo_answer"]`` the pseudo-gold
@@ -148,26 +145,22 @@ class HarisSearcherEnv:
         self._session: SearchSession | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"question {claim.id!r} has empty text")
-        self._session = SearchSession(claim.text.strip(), self.retriever, self.config)
-        return searcher_messages(claim.text, self.config)
+        text = self._begin(claim, "question")
+        self._session = SearchSession(text.strip(), self.retriever, self.config)
+        return searcher_messages(text, self.config)
 
-    def step(self, model_text: str) -> StepResult:
-        if self._session is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
+        assert self._session is not None
         obs = self._session.step(model_text)
         return StepResult(observation=obs, done=obs is None)
 
-    def result(self) -> EpisodeResult:
+    def _episode_result(self) -> EpisodeResult:
         s = self._session
-        if s is None:
-            raise RuntimeError("result() before reset()")
+        assert s is not None
         verdict = Verdict(label=None, evidence_ids=[], format_ok=s.format_ok, format_errors=s.format_errors,
                           answered=s.report is not None)
         outcome = ReportOutcome(verdict=verdict, report=s.report, question=s.question)
-        return EpisodeResult(verdict=verdict, searches=list(s.searches), retrieved_ids=list(dict.fromkeys(s.shown)),
-                             timings={"search_s": s.search_seconds}, meta=outcome.meta())
+        return s.log.episode_result(verdict, meta=outcome.meta())
 
     def parse_outcome(self, model_text: str, claim: Claim) -> ReportOutcome:
         """The verdict and the report the text's turns end in (what the judge reads)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from factrl.envs.base import ENVS, EpisodeResult, StepResult
+from factrl.envs.guards import EpisodeGuard
 from factrl.envs.haris import prompts
 from factrl.protocol.haris import TurnAction, TurnParser, budgeted_verdict, parse_turns
 from factrl.envs.haris.searcher import SearcherConfig, SearchSession, result_block
@@ -40,7 +41,7 @@ def _verdict(acts: list[TurnAction], max_searches: int, extra: list[str] | None 
                             extra=extra or ())
 
 
-class HarisSingleEnv:
+class HarisSingleEnv(EpisodeGuard):
     name = "haris_single"
     stop = _STOP
     default_reward = "haris_high"
@@ -50,12 +51,9 @@ class HarisSingleEnv:
             raise ValueError("the haris_single agent needs a retriever")
         self.retriever, self.config = retriever, config or SingleConfig()
         self.max_turns = self.config.max_searches + 2
-        self._claim: Claim | None = None
 
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._claim = claim
+        self._begin(claim)
         self._acts: list[TurnAction] = []
         self._parser = TurnParser(_ACTIONS, inner=_INNER)
         cfg = SearcherConfig(max_searches=self.config.max_searches, top_k=self.config.top_k,
@@ -66,9 +64,7 @@ class HarisSingleEnv:
                                         top_k=self.config.top_k)
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         act = self._parser.parse(model_text)
         self._acts.append(act)
         if act.kind != "search":
@@ -82,12 +78,8 @@ class HarisSingleEnv:
         obs = self._tool.step(f"<search>{act.content}</search>")
         return StepResult(observation=obs, done=False)
 
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
-        t = self._tool
-        return EpisodeResult(verdict=_verdict(self._acts, self.config.max_searches), searches=list(t.searches),
-                             retrieved_ids=list(dict.fromkeys(t.shown)), timings={"search_s": t.search_seconds})
+    def _episode_result(self) -> EpisodeResult:
+        return self._tool.log.episode_result(_verdict(self._acts, self.config.max_searches))
 
     def parse_verdict(self, model_text: str) -> Verdict:
         return parse_single_text(model_text, self.config.max_searches)

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 from factrl.envs.base import ENVS, POLICY, EpisodeResult, StepResult, Switch
+from factrl.envs.guards import EpisodeGuard, SearchLog
 from factrl.envs.profact import prompts
 from factrl.protocol.profact import (
     parse_answer,
@@ -92,7 +93,7 @@ class QAStep:
                 "answer": self.answer, "errors": list(self.errors)}
 
 
-class ProFactEnv:
+class ProFactEnv(EpisodeGuard):
     name = "profact"
     stop: tuple[str, ...] = ("</questions>",)
     default_reward = "profact"
@@ -103,13 +104,10 @@ class ProFactEnv:
         self.retriever, self.config = retriever, config or ProFactConfig()
         self.max_turns = self.config.max_turns
         self.segment_budget = {SEARCH_ROLE: self.config.max_questions}  # one search context per question
-        self._claim: Claim | None = None
 
     # -- episode -----------------------------------------------------------------------
     def reset(self, claim: Claim) -> list[Message]:
-        if not claim.text or not claim.text.strip():
-            raise ValueError(f"claim {claim.id!r} has empty text")
-        self._claim = claim
+        self._begin(claim)
         self._stage = "question"
         self._questions: list[str] = []
         self._steps: list[QAStep] = []
@@ -120,9 +118,7 @@ class ProFactEnv:
                                           context=self._context_line(claim) if self.config.include_speaker_date else "")
         return [Message(role="user", content=content)]
 
-    def step(self, model_text: str) -> StepResult:
-        if self._claim is None:
-            raise RuntimeError("step() before reset()")
+    def _step(self, model_text: str) -> StepResult:
         if self._stage == "question":
             parsed = parse_questions(model_text, self.config.max_questions)
             self._questions = parsed.questions
@@ -131,11 +127,10 @@ class ProFactEnv:
             return self._next_question()
         if self._stage == "search":
             return self._search_turn(model_text)
-        if self._stage == "verdict":
-            self._verdict_text = model_text
-            self._stage = "done"
-            return StepResult(observation=None, done=True)
-        raise RuntimeError("step() after the episode ended")
+        # the verdict stage (the guard refuses a step after it)
+        self._verdict_text = model_text
+        self._stage = "done"
+        return StepResult(observation=None, done=True)
 
     def _search_turn(self, model_text: str) -> StepResult:
         qa = self._steps[-1]
@@ -180,9 +175,7 @@ class ProFactEnv:
         return "\n".join(lines) or prompts.NO_RECORD
 
     # -- result ------------------------------------------------------------------------
-    def result(self) -> EpisodeResult:
-        if self._claim is None:
-            raise RuntimeError("result() before reset()")
+    def _episode_result(self) -> EpisodeResult:
         errors = {s: list(e) for s, e in self._errors.items()}
         errors["search"] = [f"{e} (question {i})" for i, s in enumerate(self._steps, 1) for e in s.errors]
         unfinished = self._unfinished()
@@ -194,19 +187,16 @@ class ProFactEnv:
         qa += [QAStep(question=q).to_dict() for q in self._questions[len(self._steps):]]
         tagged = [f"{e} ({stage} stage)" for stage in STAGES for e in errors[stage]]
         verdict = verdict.model_copy(update={"format_errors": tagged, "format_ok": not tagged})
-        return EpisodeResult(
-            verdict=verdict,
-            searches=[s.query for s in self._steps if s.query],
-            retrieved_ids=list(dict.fromkeys(i for s in self._steps for i in s.shown)),
-            timings={"search_s": sum(s.search_s for s in self._steps)},
-            meta={
-                "questions": list(self._questions),
-                "qa": qa,
-                "justification": self._justification,
-                "stage_errors": errors,
-                "stage_ok": {s: not errors[s] for s in STAGES},
-            },
-        )
+        log = SearchLog()
+        for step in self._steps:
+            log.record(step.query or None, step.shown, step.search_s)
+        return log.episode_result(verdict, meta={
+            "questions": list(self._questions),
+            "qa": qa,
+            "justification": self._justification,
+            "stage_errors": errors,
+            "stage_ok": {s: not errors[s] for s in STAGES},
+        })
 
     def _unfinished(self) -> str | None:
         if self._stage == "done":

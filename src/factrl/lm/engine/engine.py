@@ -15,33 +15,27 @@ smaller bucket so a long tail does not pay for a full batch.
 Same tokens and logprobs as the eager path (:class:`factrl.lm.hf.HFLM` with
 ``engine="off"``) up to floating-point differences in the forward pass: both choose by
 :func:`~factrl.lm.engine.sampling.choose_tokens` from the same uniforms.
+
+This module schedules (queue, slots, buckets, pools, graph capture); the slots' tensors
+and the decode window's body are in :mod:`~factrl.lm.engine.pool`.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from factrl.lm.base import Generation, GenerationConfig
-from factrl.lm.engine.forward import decode_step, prefill
-from factrl.lm.engine.rng import uniform_tensor
-from factrl.lm.engine.sampling import choose_tokens
+from factrl.lm.engine.forward import prefill
+from factrl.lm.engine.pool import LIVE, REASONS, STOP, SlotPool, decode_window, pow2
 from factrl.lm.engine.stops import build_stop_tables, token_bytes
 from factrl.lm.engine.weights import DecoderWeights
 
 __all__ = ["DecodeEngine", "EngineStats"]
-
-_LIVE, _EOS, _STOP, _LENGTH = 0, 1, 2, 3
-_REASONS = {_EOS: "eos", _STOP: "stop", _LENGTH: "length"}
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
 @dataclass
@@ -53,37 +47,6 @@ class EngineStats:
     windows: int = 0  # decode windows run (each steps_per_sync steps)
     graphs_captured: int = 0
     buckets: list[int] = field(default_factory=list)  # bucket size of each window
-
-
-class _Pool:
-    """KV cache and per-slot state for ``slots`` rows of ``length`` positions."""
-
-    def __init__(self, w: DecoderWeights, slots: int, length: int, device: torch.device) -> None:
-        layers, kv, d = len(w.layers), w.kv_heads, w.head_dim
-        self.slots, self.length = slots, length
-        self.cache_k = torch.zeros((layers, slots, kv, length, d), dtype=w.dtype, device=device)
-        self.cache_v = torch.zeros_like(self.cache_k)
-        self.cos, self.sin = w.rotary(length, device)
-        i64 = {"dtype": torch.long, "device": device}
-        self.tok = torch.zeros(slots, **i64)
-        self.pos = torch.zeros(slots, **i64)
-        self.count = torch.zeros(slots, **i64)
-        self.cap = torch.zeros(slots, **i64)
-        self.seed = torch.zeros(slots, **i64)
-        self.sstate = torch.zeros(slots, **i64)
-        self.sset = torch.zeros(slots, **i64)
-        self.finish = torch.zeros(slots, **i64)
-        self.which = torch.full((slots,), -1, **i64)
-        self.done = torch.ones(slots, dtype=torch.bool, device=device)
-        self.out_tok = torch.zeros((slots, length), **i64)
-        self.out_lp = torch.zeros((slots, length), dtype=torch.float32, device=device)
-        self.logits = torch.zeros((slots, w.vocab), dtype=torch.float32, device=device)
-        self.graphs: dict[tuple, Any] = {}  # (bucket, sampling, stops) -> CUDAGraph
-
-    def rows(self) -> list[torch.Tensor]:
-        """Every per-slot tensor (slot is dim 0), cache excluded."""
-        return [self.tok, self.pos, self.count, self.cap, self.seed, self.sstate, self.sset, self.finish,
-                self.which, self.done, self.out_tok, self.out_lp, self.logits]
 
 
 class DecodeEngine:
@@ -120,7 +83,7 @@ class DecodeEngine:
         self.min_bucket = max(1, min_bucket)
         self.max_pools = max_pools
         self.reuse_factor = reuse_factor
-        self._pools: dict[tuple[int, int], _Pool] = {}
+        self._pools: dict[tuple[int, int], SlotPool] = {}
         self._tables: dict[tuple[tuple[str, ...], ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._single_tables: dict[tuple[str, ...], Any] = {}
         self._mempool = torch.cuda.graph_pool_handle() if self.graphs else None
@@ -145,13 +108,13 @@ class DecodeEngine:
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             self.weights.refresh()
             need = max(len(p) + c.max_new_tokens for p, c in zip(prompts, cfgs))
-            length = max(256, _pow2(need))
+            length = max(256, pow2(need))
             pool = self._pool(length)
             stop_sets = sorted({tuple(s for s in c.stop if s) for c in cfgs})
             set_index = {s: i for i, s in enumerate(stop_sets)}
             tables = self._stop_tables(tuple(stop_sets))
             key = (temperature, top_p, tuple(stop_sets))
-            top = min(pool.slots, _pow2(n))
+            top = min(pool.slots, pow2(n))
             buckets = self._buckets(top)
             for b in buckets:  # capture before any slot holds state (warm-up runs touch every slot)
                 self._graph(pool, b, key, tables)
@@ -160,7 +123,7 @@ class DecodeEngine:
 
     # -- scheduling ----------------------------------------------------------------------
 
-    def _run(self, pool: _Pool, buckets: list[int], key: tuple, tables: tuple[torch.Tensor, torch.Tensor],
+    def _run(self, pool: SlotPool, buckets: list[int], key: tuple, tables: tuple[torch.Tensor, torch.Tensor],
              prompts: list[list[int]], cfgs: list[GenerationConfig], seeds: list[int],
              set_index: dict[tuple[str, ...], int]) -> list[Generation]:
         n = len(prompts)
@@ -209,7 +172,7 @@ class DecodeEngine:
             b //= 2
         return out
 
-    def _fill(self, pool: _Pool, slots: list[int], rows: list[int], prompts: list[list[int]],
+    def _fill(self, pool: SlotPool, slots: list[int], rows: list[int], prompts: list[list[int]],
               cfgs: list[GenerationConfig], seeds: list[int], sets: list[int]) -> None:
         """Prefill ``rows`` into ``slots``: each distinct prompt once, then copied."""
         dev = self.device
@@ -254,7 +217,7 @@ class DecodeEngine:
         put(pool.seed, [seeds[i] for i in rows])
         put(pool.sstate, [0] * len(rows))
         put(pool.sset, sets)
-        put(pool.finish, [_LIVE] * len(rows))
+        put(pool.finish, [LIVE] * len(rows))
         put(pool.which, [-1] * len(rows))
         pool.done[at] = False
 
@@ -275,7 +238,7 @@ class DecodeEngine:
             chunks.append(cur)
         return chunks
 
-    def _compact(self, pool: _Pool, occupant: list[int | None], bucket: int) -> None:
+    def _compact(self, pool: SlotPool, occupant: list[int | None], bucket: int) -> None:
         """Move live slots at or past ``bucket`` into free slots below it."""
         movers = [s for s in range(bucket, len(occupant)) if occupant[s] is not None]
         holes = [s for s in range(bucket) if occupant[s] is None]
@@ -293,7 +256,7 @@ class DecodeEngine:
         for s, h in zip(movers, holes):
             occupant[h], occupant[s] = occupant[s], None
 
-    def _collect(self, pool: _Pool, ended: list[int], occupant: list[int | None],
+    def _collect(self, pool: SlotPool, ended: list[int], occupant: list[int | None],
                  results: list[Generation | None], stop_lists: list[tuple[str, ...]]) -> None:
         at = torch.tensor(ended, dtype=torch.long, device=self.device)
         counts = pool.count[at].cpu().tolist()
@@ -306,61 +269,20 @@ class DecodeEngine:
             i = occupant[s]
             assert i is not None
             ids = toks[k][: counts[k]]
-            stop = stop_lists[i][which[k]] if finish[k] == _STOP else None
+            stop = stop_lists[i][which[k]] if finish[k] == STOP else None
             results[i] = Generation(token_ids=ids, logprobs=lps[k][: counts[k]],
                                     text=self.tokenizer.decode(ids, skip_special_tokens=True,
                                                                clean_up_tokenization_spaces=False),
-                                    finish_reason=_REASONS[finish[k]], stop=stop)  # type: ignore[arg-type]
+                                    finish_reason=REASONS[finish[k]], stop=stop)  # type: ignore[arg-type]
             occupant[s] = None
 
     # -- the decode window ---------------------------------------------------------------
 
-    def _window(self, pool: _Pool, bucket: int, key: tuple, tables: tuple[torch.Tensor, torch.Tensor]) -> Callable[[], None]:
-        temperature, top_p, _ = key
-        next_state, hit_table = tables
-        w = self.weights
-        sl = slice(0, bucket)
-        ck, cv = pool.cache_k[:, sl], pool.cache_v[:, sl]
-        tok, pos, count, cap, seed = pool.tok[sl], pool.pos[sl], pool.count[sl], pool.cap[sl], pool.seed[sl]
-        sstate, sset, finish, which, done = pool.sstate[sl], pool.sset[sl], pool.finish[sl], pool.which[sl], pool.done[sl]
-        out_tok, out_lp, logits = pool.out_tok[sl], pool.out_lp[sl], pool.logits[sl]
-        cos, sin, eos_mask = pool.cos, pool.sin, self.eos_mask
-        rows = torch.arange(bucket, device=self.device)
-        last_col = pool.length - 1
-        steps = self.steps_per_sync
-        # The body closes over tensors only (not the pool or the engine), so dropping a pool
-        # frees its graphs and cache at once instead of at the next garbage collection.
-
-        def body() -> None:
-            for _ in range(steps):
-                u = uniform_tensor(seed, count)
-                new, lp = choose_tokens(logits, temperature, top_p, u)
-                live = ~done
-                col = count.clamp(max=last_col)
-                out_tok[rows, col] = torch.where(live, new, out_tok[rows, col])
-                out_lp[rows, col] = torch.where(live, lp.float(), out_lp[rows, col])
-                hit = hit_table[sset, sstate, new]
-                nxt = next_state[sset, sstate, new]
-                grown = count + live.long()
-                reason = torch.where(eos_mask[new], _EOS,
-                                     torch.where(hit >= 0, _STOP, torch.where(grown >= cap, _LENGTH, _LIVE)))
-                reason = torch.where(live, reason, finish)
-                which.copy_(torch.where(live & (reason == _STOP), hit, which))
-                finish.copy_(reason)
-                sstate.copy_(torch.where(live, nxt, sstate))
-                count.copy_(grown)
-                tok.copy_(torch.where(live, new, tok))
-                done.copy_(done | (reason != _LIVE))
-                logits.copy_(decode_step(w, ck, cv, tok, pos, cos, sin))
-                pos.copy_(pos + live.long())
-
-        return body
-
-    def _graph(self, pool: _Pool, bucket: int, key: tuple, tables: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def _graph(self, pool: SlotPool, bucket: int, key: tuple, tables: tuple[torch.Tensor, torch.Tensor]) -> None:
         gkey = (bucket, key)
         if gkey in pool.graphs:
             return
-        body = self._window(pool, bucket, key, tables)
+        body = decode_window(pool, self.weights, self.eos_mask, bucket, key, tables, self.steps_per_sync)
         if not self.graphs:
             pool.graphs[gkey] = body
             return
@@ -380,7 +302,7 @@ class DecodeEngine:
         pool.graphs[gkey] = (graph, body)
         self.stats.graphs_captured += 1
 
-    def _replay(self, pool: _Pool, bucket: int, key: tuple, tables: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def _replay(self, pool: SlotPool, bucket: int, key: tuple, tables: tuple[torch.Tensor, torch.Tensor]) -> None:
         g = pool.graphs[(bucket, key)]
         if self.graphs:
             g[0].replay()
@@ -389,7 +311,7 @@ class DecodeEngine:
 
     # -- resources -----------------------------------------------------------------------
 
-    def _pool(self, length: int) -> _Pool:
+    def _pool(self, length: int) -> SlotPool:
         """A pool of at least ``length`` positions: the smallest held one that is at most
         ``reuse_factor`` times longer (no new capture), else a new one (least recently
         used pools dropped first). Every new pool means new CUDA graphs, so a run whose
@@ -409,7 +331,7 @@ class DecodeEngine:
             while self._pools and torch.cuda.mem_get_info(self.device)[0] < 1.5 * need:
                 self._drop(next(iter(self._pools)))
             torch.cuda.empty_cache()
-        pool = _Pool(self.weights, self.max_slots, length, self.device)
+        pool = SlotPool(self.weights, self.max_slots, length, self.device)
         self._pools[key] = pool
         return pool
 

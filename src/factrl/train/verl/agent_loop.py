@@ -16,7 +16,14 @@ factrl's token discipline (sampled ids mask 1, observation ids mask 0, nothing
 re-tokenised). The model's own text goes to the reward function through
 ``extra_fields`` (verl merges them into ``extra_info``); with ``score_in_loop`` the loop
 sets ``reward_score`` itself from the environment's reward and verl skips the reward
-function.
+function. The samples a worker runs at once are scored together (one reward call per
+batch, :class:`~factrl.train.verl.batch.ScoreBatcher`).
+
+Roles: the policy's turns go to verl's rollout server. An environment with other roles
+(HARIS's ``searcher``, ProFact's search contexts) needs ``lms``, role → the model that
+plays it: a model name or directory (a frozen factrl LM, loaded once per process, its
+rows batched across samples) or ``policy`` (the rollout server plays it too). A role
+without one is refused with :class:`~factrl.train.verl.roles.RoleError`.
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from factrl.envs import DEFAULT_AGENT, ENVS, Env, EnvDeps, EnvSpec, build
-from factrl.envs.base import check_trained_temperatures
+from factrl.envs.base import POLICY, check_trained_temperatures
 from factrl.episode import GenerateRequest
+from factrl.train.verl.batch import ScoreBatcher, loop_shared
 from factrl.train.verl.episode import Sampled, TokenBudget, agent_loop_fields, run_token_episode, shared_retriever
 from factrl.train.verl.export import claim_from_row, context_from_row
 from factrl.train.verl.reward import MODEL_TEXT_KEY, score_fields
+from factrl.train.verl.roles import POLICY_SERVER, TokenSide, check_roles, lm_side, shared_lm
 from factrl.types import Message
 
 __all__ = ["AGENT_NAME", "FactrlEnvAgentLoop", "stop_params"]
@@ -72,7 +81,9 @@ class FactrlEnvAgentLoop(AgentLoopBase):
     ``retriever_url`` or ``index`` (where searches go; not needed offline), ``env_kwargs``
     (the environment's parameters, e.g. ``max_searches``; must match the export),
     ``max_turn_tokens`` (per model turn, Veri-R1: 512), ``score_in_loop``, ``reward`` and
-    ``reward_params`` (default: the environment's own reward).
+    ``reward_params`` (default: the environment's own reward), ``lms`` (role → model, or
+    ``policy``, for the environment's roles other than the policy), ``max_batch`` and
+    ``batch_window`` (seconds: how long scoring and the role models wait to fill a batch).
     """
 
     def __init__(
@@ -86,6 +97,9 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         score_in_loop: bool = False,
         reward: str | None = None,
         reward_params: Mapping[str, Any] | None = None,
+        lms: Mapping[str, str] | None = None,
+        max_batch: int = 64,
+        batch_window: float = 0.01,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -93,6 +107,14 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         from factrl.rewards import RewardSpec, build_reward
 
         self.reward = None if reward is None else build_reward(RewardSpec(name=reward, params=_plain(reward_params or {})))
+        self.reward_key = (reward, json.dumps(_plain(reward_params or {}), sort_keys=True))
+        self.role_lms = {str(k): v for k, v in _plain(lms or {}).items()}
+        if POLICY in self.role_lms:
+            raise ValueError(f"lms: the {POLICY!r} role is the rollout server's; name only the other roles")
+        bad = {k: v for k, v in self.role_lms.items() if not isinstance(v, str) or not v}
+        if bad:
+            raise ValueError(f"lms: each role needs a model name or directory, or {POLICY_SERVER!r}; got {bad}")
+        self.max_batch, self.batch_window = int(max_batch), float(batch_window)
         self.env_name = env
         self.env_kwargs = _plain(env_kwargs or {})
         self.retriever_url = retriever_url
@@ -133,17 +155,20 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         where = f"sample index={kwargs.get('index')} data_source={kwargs.get('data_source')}"
         claim = claim_from_row(kwargs, where=where)
         env = self.make_env(kwargs, where=where)
+        check_roles(env, self.role_lms)
         if sampling_params.get("temperature") is not None:  # every model token of the episode is trained
             check_trained_temperatures(env, list(getattr(env, "sampling", None) or {}),
                                        float(sampling_params["temperature"]))
         request_id = uuid4().hex  # one id per trajectory: the server keeps its prefix cache
         raw_prompt = [dict(m) for m in kwargs.get("raw_prompt", [])]
         mismatch = False
+        opened = False
 
         async def tokenize_prompt(messages: list[Message]) -> list[int]:
-            nonlocal mismatch
+            nonlocal mismatch, opened
             chat = [{"role": m.role, "content": m.content} for m in messages]
-            if raw_prompt and [{"role": m.get("role"), "content": m.get("content")} for m in raw_prompt] != chat:
+            first, opened = not opened, True  # only the opening context is the dataset's prompt
+            if first and raw_prompt and [{"role": m.get("role"), "content": m.get("content")} for m in raw_prompt] != chat:
                 # The environment is the source of truth; a differing dataset prompt means
                 # the export and the agent-loop config disagree (e.g. max_searches).
                 mismatch = True
@@ -175,15 +200,34 @@ class FactrlEnvAgentLoop(AgentLoopBase):
                 finish_reason=out.stop_reason,
             )
 
+        def encode(text: str) -> list[int]:
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+        def decode(ids: Any) -> str:
+            return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+        policy = TokenSide(generate=generate, tokenize_prompt=tokenize_prompt, encode=encode, decode=decode)
+        temperature, top_p = sampling_params.get("temperature"), sampling_params.get("top_p")
+        roles = {role: policy if source == POLICY_SERVER else
+                 lm_side(shared_lm(source), temperature=1.0 if temperature is None else float(temperature),
+                         top_p=1.0 if top_p is None else float(top_p), max_batch=self.max_batch,
+                         window=self.batch_window)
+                 for role, source in self.role_lms.items()}
+        scorer = None
+        if self.score_in_loop:  # one scorer per worker loop and reward: concurrent samples score together
+            scorer = loop_shared(("score", self.reward_key),
+                                 lambda: ScoreBatcher(self.reward, max_batch=self.max_batch, window=self.batch_window))
         traj = await run_token_episode(
             env,
             claim,
             tokenize_prompt=tokenize_prompt,
             generate=generate,
-            encode=lambda text: list(self.tokenizer.encode(text, add_special_tokens=False)),
-            decode=lambda ids: self.tokenizer.decode(list(ids), skip_special_tokens=True),
+            encode=encode,
+            decode=decode,
             budget=self.budget,
-            reward=self.reward,
+            roles=roles,
+            score=self.score_in_loop,
+            scorer=scorer,
         )
         fields = agent_loop_fields(traj, self.budget.max_response_tokens)
         if not fields["prompt_ids"]:
@@ -214,6 +258,6 @@ class FactrlEnvAgentLoop(AgentLoopBase):
             output.reward_score = float(traj.reward.total)
             from factrl.rewards import build_reward
 
-            scorer = self.reward or build_reward(env.default_reward)
-            output.extra_fields["reward_extra_info"] = score_fields(traj.reward, scorer.components)
+            used = self.reward or build_reward(env.default_reward)
+            output.extra_fields["reward_extra_info"] = score_fields(traj.reward, used.components)
         return output

@@ -7,6 +7,11 @@ messages; each model turn keeps the sampled ids exactly (mask 1, with their logp
 each observation is encoded once without special tokens and appended with mask 0; model
 text is never re-tokenised. The result is a factrl :class:`~factrl.types.Trajectory`,
 scored by the reward stage when a reward is given.
+
+Roles: the given ``generate``/``tokenize_prompt``/``encode``/``decode`` are the policy's;
+``roles`` gives every other role its own model (:mod:`factrl.train.verl.roles`), and a
+role with none is a :class:`~factrl.train.verl.roles.RoleError`. Scoring: with a shared
+:class:`~factrl.train.verl.batch.ScoreBatcher`, concurrent episodes are scored together.
 """
 
 from __future__ import annotations
@@ -14,14 +19,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from factrl.envs.base import Env
-from factrl.episode import Episode, EpisodeBudget, GenerateRequest, safe_step
+from typing import Any
+
+from factrl.envs.base import POLICY, Env
+from factrl.episode import Episode, EpisodeBudget, safe_step
 from factrl.retrieval.base import Retriever
 from factrl.rewards.base import Reward, score_by_default
-from factrl.types import Claim, Message, Trajectory
+from factrl.train.verl.batch import ScoreBatcher
+from factrl.train.verl.roles import GenerateFn, RoleError, Sampled, TokenizeFn, TokenSide, resolve
+from factrl.types import Claim, Trajectory
 
+# Sampled lives in factrl.train.verl.roles; re-exported for code importing it from here.
 __all__ = [
     "Sampled",
     "TokenBudget",
@@ -29,16 +39,6 @@ __all__ = [
     "agent_loop_fields",
     "shared_retriever",
 ]
-
-
-@dataclass
-class Sampled:
-    """One generate call's answer: the ids as sampled and their logprobs (None when the
-    server did not return them)."""
-
-    token_ids: list[int]
-    logprobs: list[float] | None = None
-    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,6 @@ class TokenBudget:
         return EpisodeBudget(max_turn_tokens=self.max_turn_tokens, max_total_tokens=self.max_response_tokens)
 
 
-GenerateFn = Callable[[GenerateRequest], Awaitable[Sampled]]
-TokenizeFn = Callable[[list[Message]], Awaitable[list[int]]]
-
-
 async def run_token_episode(
     env: Env,
     claim: Claim,
@@ -71,6 +67,8 @@ async def run_token_episode(
     reward: Reward | None = None,
     score: bool = True,
     seed: int | None = None,
+    roles: Mapping[str, TokenSide] | None = None,
+    scorer: ScoreBatcher | None = None,
 ) -> Trajectory:
     """Run one episode of ``env`` on ``claim``.
 
@@ -80,33 +78,57 @@ async def run_token_episode(
     episodes share. Failures of the environment end the episode and are recorded in
     ``Trajectory.error``, as in :func:`factrl.rollout.run_episodes`. The trajectory comes
     back scored by ``reward`` (default: the environment's ``default_reward``) unless
-    ``score`` is False.
+    ``score`` is False; with ``scorer``, in a batch with other episodes' (the scorer's
+    reward then applies, not ``reward``).
+
+    ``roles`` maps each role other than the policy to its model (a request or a new
+    context of a role without one raises :class:`~factrl.train.verl.roles.RoleError`);
+    a failed generation of such a role ends the episode with a recorded error, as in
+    the batched runner.
     """
+    policy = TokenSide(generate=generate, tokenize_prompt=tokenize_prompt, encode=encode, decode=decode)
+    side = resolve(policy, roles or {}, getattr(env, "name", type(env).__name__))
     ep = Episode(env, claim, budget=budget.episode, seed=seed)
     messages = ep.start()
     if messages is not None:
+        opening = side(ep.contexts[0].role)
         try:
-            ep.open(list(await tokenize_prompt(messages)))
+            ep.open(list(await opening.tokenize_prompt(messages)))
         except Exception as exc:
             ep.fail(f"tokenising failed: {type(exc).__name__}: {exc}")
     while (req := ep.request()) is not None:
+        model = side(req.role)
         t0 = time.perf_counter()
-        out = await generate(req)
+        if req.role == POLICY:
+            out = await model.generate(req)  # the rollout server's failures are verl's to handle
+        else:
+            try:
+                out = await model.generate(req)
+            except RoleError:
+                raise
+            except Exception as exc:
+                ep.fail(f"generate failed ({req.role}): {type(exc).__name__}: {exc}")
+                break
         ids = list(out.token_ids)
-        text = ep.take(ids, out.logprobs, decode(ids), out.finish_reason, time.perf_counter() - t0)
+        text = ep.take(ids, out.logprobs, model.decode(ids), out.finish_reason, time.perf_counter() - t0)
         t1 = time.perf_counter()
         step, error = await asyncio.to_thread(safe_step, env, text) if env_in_thread else safe_step(env, text)
         need = ep.after_step(step, error, time.perf_counter() - t1)
         if need is not None:
+            codec = side(need.role)
             try:
-                prompt_ids = None if need.messages is None else list(await tokenize_prompt(need.messages))
+                prompt_ids = None if need.messages is None else list(await codec.tokenize_prompt(need.messages))
                 ep.give(prompt_ids=prompt_ids,
-                        observation_ids=None if need.observation is None else encode(need.observation))
+                        observation_ids=None if need.observation is None else codec.encode(need.observation))
             except Exception as exc:
                 ep.fail(f"tokenising failed: {type(exc).__name__}: {exc}")
     traj = ep.trajectory()
     if score:
-        score_by_default([traj], [getattr(env, "default_reward", None)], reward)
+        default = getattr(env, "default_reward", None)
+        if scorer is not None:
+            await scorer.score(traj, default)
+        else:
+            score_by_default([traj], [default], reward)
     return traj
 
 
