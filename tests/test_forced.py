@@ -106,3 +106,43 @@ def test_forced_verdicts_on_a_real_model_match_its_label_scores(tmp_path):
     scores = lm.score([context] * 3, conts)
     assert v.forced and v.label is labels[max(range(3), key=lambda k: scores[k])]
     assert set(v.evidence_ids) <= set(traj.retrieved_ids)
+
+
+def test_an_episode_whose_labels_all_score_minus_infinity_is_not_forced():
+    """The label choice is lm.label_scores.pick_labels: a row with no finite score is no
+    label, so that episode keeps its own (unlabelled) verdict and only the others are forced."""
+    inf = float("inf")
+
+    class Blind(CharLM):
+        def score(self, prompts, continuations):
+            self.scored += list(zip(prompts, continuations))
+            return [-inf if self.decode(p).startswith("Q") else self.label_logprob[self.decode(c).strip()]
+                    for p, c in zip(prompts, continuations)]
+
+    lm = Blind({"SUPPORT": -3.0, "REFUTE": -0.5, "NOT ENOUGH INFO": -2.0}, " [[a]]")
+    blind = _traj("2")
+    blind.prompt_ids = [ord("Q")]
+    out = force_answers([_traj("1"), blind], lm, VERI_R1_FORCING)
+    assert out[0].label is Label.REFUTE and out[1] is None
+    assert len(lm.prompts) == 1  # no evidence line written for the episode with no label
+
+
+def test_a_declared_choice_template_is_what_each_label_is_scored_as():
+    from factrl.protocol.forcing import AnswerForcing
+
+    lm = CharLM({"[SUPPORT]": -3.0, "[REFUTE]": -0.5, "[NOT ENOUGH INFO]": -2.0}, " [[a]]")
+    forcing = AnswerForcing(opening="\n<answer>\nLabel:", choice=" [{label}]\n")
+    (v,) = force_answers([_traj("1")], lm, forcing)
+    assert v.label is Label.REFUTE
+    assert sorted(lm.decode(c) for _, c in lm.scored) == [" [NOT ENOUGH INFO]\n", " [REFUTE]\n", " [SUPPORT]\n"]
+
+
+def test_a_forcing_needs_one_label_slot_and_two_labels():
+    import pytest
+
+    from factrl.protocol.forcing import AnswerForcing
+
+    with pytest.raises(ValueError, match="label"):
+        AnswerForcing(opening="x", choice=" SUPPORT\n")
+    with pytest.raises(ValueError, match="two labels"):
+        AnswerForcing(opening="x", labels=(Label.SUPPORT,))

@@ -7,7 +7,8 @@ still wants a verdict, marked as such. Forcing is a hook an environment declares
 its ``<answer>\nLabel:`` opening); an environment that declares none is never forced.
 :func:`force_answers` appends the opening to the episode's own context (prompt, model
 turns and observations, token for token), takes the label the model finds most probable
-(summed log-probability of each label's tokens), then lets the model write the evidence
+(summed log-probability of each label's tokens, through :mod:`factrl.lm.label_scores`;
+an episode where no label gets a finite score is not forced), then lets the model write the evidence
 line greedily, which the hook cleans up (cited ids the episode never showed are dropped).
 
 A forced verdict says ``forced=True`` and keeps ``format_ok=False`` with the episode's
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 from factrl.labels import Label
 from factrl.lm.base import GenerationConfig
+from factrl.lm.label_scores import label_continuations, label_logprobs, pick_labels
 from factrl.protocol.forcing import FORCED_ERROR, VERI_R1_FORCING, AnswerForcing
 from factrl.types import Trajectory, Verdict
 
@@ -79,19 +81,20 @@ def force_answers(trajectories: Sequence[Trajectory], lm: object,
     if not todo:
         return out
     labels = forcing.labels
-    eos = getattr(lm, "eos_token_id", None)
-    choices = [[x for x in lm.encode(forcing.choice_text(label)) if x != eos]  # type: ignore[attr-defined]
-               for label in labels]
-    scores = lm.score([ctx for _, ctx in todo for _ in labels],  # type: ignore[attr-defined]
-                      [c for _ in todo for c in choices])
-    picked = []
-    for n, (_, ctx) in enumerate(todo):
-        row = scores[n * len(labels):(n + 1) * len(labels)]
-        best = max(range(len(labels)), key=lambda k: row[k])
+    prefix, suffix = forcing.choice_affixes()
+    choices = label_continuations(lm, [label.value for label in labels], prefix=prefix, suffix=suffix)
+    rows = label_logprobs(lm, [ctx for _, ctx in todo], choices)
+    kept, picked = [], []
+    for (i, ctx), best in zip(todo, pick_labels(rows)):
+        if best is None:  # no label has a finite score: the model read nothing, no verdict
+            continue
+        kept.append((i, ctx))
         picked.append((labels[best], ctx + choices[best] + lm.encode(forcing.then)))  # type: ignore[attr-defined]
+    if not picked:
+        return out
     gens = lm.generate([ctx for _, ctx in picked],  # type: ignore[attr-defined]
                        GenerationConfig(max_new_tokens=forcing.evidence_tokens, temperature=0.0, stop=forcing.stop))
-    for (i, _), (label, _), gen in zip(todo, picked, gens):
+    for (i, _), (label, _), gen in zip(kept, picked, gens):
         t = trajectories[i]
         out[i] = forcing.verdict(label, gen.text, shown=t.retrieved_ids, format_errors=list(t.verdict.format_errors))
     return out

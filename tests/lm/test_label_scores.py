@@ -324,6 +324,7 @@ def test_forced_answers_pick_the_label_that_pick_labels_picks(lm):
     """Forced answering reads its label the way this module does (one implementation)."""
     from factrl.forced import ANSWER_OPENING, LABELS, force_answers
     from factrl.lm.label_scores import label_continuations, label_logprobs, pick_labels
+    from factrl.protocol.forcing import VERI_R1_FORCING
     from factrl.types import Claim, Message, Trajectory, Verdict
 
     trajs, contexts = [], []
@@ -335,4 +336,4 @@ def test_forced_answers_pick_the_label_that_pick_labels_picks(lm):
         contexts.append(ids + lm.encode(ANSWER_OPENING))
     rows = label_logprobs(lm, contexts, label_continuations(lm, [lab.value for lab in LABELS]))
     picked = [LABELS[k] for k in pick_labels(rows)]
-    assert [v.label for v in force_answers(trajs, lm)] == picked
+    assert [v.label for v in force_answers(trajs, lm, VERI_R1_FORCING)] == picked

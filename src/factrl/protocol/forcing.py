@@ -38,11 +38,19 @@ class AnswerForcing:
     evidence_tokens: int = 64
 
     def __post_init__(self) -> None:
-        if not self.opening or not self.labels:
-            raise ValueError("an answer forcing needs an opening and at least one label")
+        if not self.opening or len(self.labels) < 2:
+            raise ValueError("an answer forcing needs an opening and at least two labels")
+        if self.choice.count("{label}") != 1:
+            raise ValueError(f"an answer forcing's choice must contain {{label}} once, got {self.choice!r}")
 
     def choice_text(self, label: Label) -> str:
         return self.choice.format(label=label.value)
+
+    def choice_affixes(self) -> tuple[str, str]:
+        """``choice`` around its ``{label}``: the prefix and suffix each label is scored
+        with (:func:`factrl.lm.label_scores.label_continuations`)."""
+        prefix, _, suffix = self.choice.partition("{label}")
+        return prefix, suffix
 
     def verdict(self, label: Label, continuation: str, *, shown: Collection[str],
                 format_errors: list[str]) -> Verdict:
