@@ -24,8 +24,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from factrl.lm.label_scores import label_continuations  # noqa: E402
 from factrl.recipes.embedded_agent import EmbeddedAgentSettings  # noqa: E402
-from factrl.recipes.embedded_agent.probe import label_choices, label_probe  # noqa: E402
+from factrl.recipes.embedded_agent.probe import label_probe  # noqa: E402
 from factrl.recipes.embedded_agent.settings import DEFAULT_INDEX  # noqa: E402
 from factrl.recipes.embedded_agent.stages import make_env, splits  # noqa: E402
 
@@ -55,7 +56,7 @@ def train(lm, ctxs, gold, *, lr: float, batch: int, rank: int, seed: int) -> dic
 
     from factrl.forced import LABELS
 
-    choices = dict(zip(LABELS, label_choices(lm)))
+    choices = dict(zip(LABELS, label_continuations(lm, [lab.value for lab in LABELS])))
     torch.manual_seed(seed)
     model = get_peft_model(lm.model, LoraConfig(
         r=rank, lora_alpha=2 * rank, lora_dropout=0.0, task_type="CAUSAL_LM",

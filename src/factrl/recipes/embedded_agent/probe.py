@@ -11,7 +11,7 @@ from pathlib import Path
 
 from factrl.metrics.significance import mcnemar_exact, wilson_interval
 
-__all__ = ["label_choices", "label_probe", "probe", "tables"]
+__all__ = ["label_probe", "probe", "tables"]
 
 
 def _correct(run: Path) -> dict[str, tuple[bool, bool, bool]]:
@@ -64,38 +64,33 @@ def tables(out: Path, tags: list[str]) -> str:
     return "\n".join(lines + [""] + tests) + "\n"
 
 
-def label_choices(lm) -> list[list[int]]:
-    """The token ids of each label (in ``factrl.forced.LABELS`` order) after ``Label:``."""
-    from factrl.forced import LABELS
-
-    return [[x for x in lm.encode(f" {lab.value}\n") if x != lm.eos_token_id] for lab in LABELS]
-
-
 def label_probe(lm, ctxs: list[list[int]], gold: list) -> dict:
     """The label each context (ending in ``<answer> Label:``) makes most probable (summed
-    log-probability of the label's tokens), scored against ``gold``: raw, and after
-    contextual calibration (each label's mean log-probability over these contexts
-    subtracted: label-free, but fitted on the same claims). ``chance`` is the accuracy of
-    the predicted label counts drawn independently of the gold labels."""
-    import statistics
-
+    log-probability of the label's tokens, :mod:`factrl.lm.label_scores`), scored against
+    ``gold``: raw, and after contextual calibration (:func:`~factrl.lm.label_scores.label_bias`,
+    each label's mean log-probability over these contexts subtracted: label-free, but fitted
+    on the same claims). A context where no label has a finite score predicts nothing and
+    counts as wrong (``unread``). ``chance`` is the accuracy of the predicted label counts
+    drawn independently of the gold labels."""
     from factrl.forced import LABELS
+    from factrl.lm.label_scores import label_bias, label_continuations, label_logprobs, pick_labels
 
-    choices = label_choices(lm)
-    flat = lm.score([c for c in ctxs for _ in LABELS], [ch for _ in ctxs for ch in choices])
-    rows = [flat[i * 3:(i + 1) * 3] for i in range(len(ctxs))]
-    means = [statistics.fmean(r[k] for r in rows) for k in range(3)]
+    if not ctxs or len(ctxs) != len(gold):
+        raise ValueError(f"label_probe needs one gold label per context, got {len(ctxs)} contexts "
+                         f"and {len(gold)} labels")
+    rows = label_logprobs(lm, ctxs, label_continuations(lm, [lab.value for lab in LABELS]))
     out = {}
-    for name, shift in (("raw", [0.0] * 3), ("calibrated", means)):
-        pred = [LABELS[max(range(3), key=lambda k: r[k] - shift[k])] for r in rows]
-        right = sum(p == g for p, g in zip(pred, gold))
+    for name, shift in (("raw", None), ("calibrated", label_bias(rows))):
+        pred = [None if k is None else LABELS[k] for k in pick_labels(rows, shift)]
+        right = sum(p is not None and p == g for p, g in zip(pred, gold))
         counts = {lab: pred.count(lab) for lab in LABELS}
         lo, hi = wilson_interval(right, len(gold))
         out[name] = {"acc": round(right / len(gold), 3), "ci95": [round(lo, 3), round(hi, 3)],
                      "chance": round(sum(counts[lab] * gold.count(lab) for lab in LABELS) / len(gold) ** 2, 3),
                      "recall": {lab.value: round(sum(p == g == lab for p, g in zip(pred, gold))
                                                  / max(1, gold.count(lab)), 3) for lab in LABELS},
-                     "predicted": {lab.value: counts[lab] for lab in LABELS}}
+                     "predicted": {lab.value: counts[lab] for lab in LABELS},
+                     "unread": pred.count(None)}
     return out
 
 
