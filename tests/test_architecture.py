@@ -46,6 +46,8 @@ ALIASES: dict[str, str] = {
     "factrl.envs.tags": "factrl.protocol.tags",
     "factrl.envs.textparse": "factrl.protocol.text",
     "factrl.runlock": "factrl.runs.lock",
+    "factrl.train.teacher": "factrl.teachers",
+    "factrl.train.profact_teacher": "factrl.teachers.profact",
 }
 
 

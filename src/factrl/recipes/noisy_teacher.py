@@ -1,7 +1,7 @@
 """A rule-based Veri-R1 teacher that is wrong on purpose, for warm-ups that leave RL
 something to learn.
 
-It acts as :class:`~factrl.train.teacher.TemplateTeacher` (search the claim, cite the gold
+It acts as :class:`~factrl.teachers.TemplateTeacher` (search the claim, cite the gold
 sentences it was shown, a templated judgement), except that for a seeded share ``noise``
 of the claims its verdict is a label drawn uniformly from the three — reasoning and
 cited evidence made consistent with that label. A student imitating it learns the
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from factrl.labels import Label, UnknownLabelError, normalise_label
-from factrl.train.teacher import TemplateTeacher
+from factrl.teachers import TemplateTeacher
 from factrl.types import Claim
 
 __all__ = ["NoisyTeacher", "noisy_label", "parse_confusion"]
