@@ -128,3 +128,19 @@ def test_the_default_agent_is_one_name():
     assert RunSpec().agent.name == DEFAULT_AGENT
     with pytest.raises(RegistryError):
         ENVS.get("veri_r1_online")
+
+
+def test_mode_alias_folds_in_once_and_an_explicit_mode_wins(monkeypatch):
+    import warnings
+
+    from factrl import components
+    from factrl.components import mode_alias
+
+    monkeypatch.setattr(components, "_MODE_WARNED", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert mode_alias({"max_searches": 2}, "offline", where="x") == {"max_searches": 2, "mode": "offline"}
+        assert mode_alias({"mode": "online"}, "offline", where="x") == {"mode": "online"}
+        assert mode_alias({}, None, where="y") == {}
+        mode_alias({}, "online", where="y")
+    assert [str(w.message).split(":")[0] for w in caught if issubclass(w.category, FutureWarning)] == ["x", "y"]

@@ -36,7 +36,7 @@ from factrl.rewards.base import reward_lm_roles
 from factrl.rollout import RolloutConfig
 
 __all__ = ["DEFAULT_CONTEXT_SENTENCES", "ComponentError", "Components", "ModelLoading", "RunSpec",
-           "build_components", "build_reward_of", "context_sentences", "load_model", "resolve_agent"]
+           "build_components", "build_reward_of", "context_sentences", "load_model", "mode_alias", "resolve_agent"]
 
 DEFAULT_CONTEXT_SENTENCES = 16
 
@@ -149,6 +149,27 @@ def resolve_agent(agent: EnvSpec | str, model: str | None = None) -> EnvSpec:
         except AgentAssetError as exc:
             raise ComponentError(POLICY, str(exc)) from None
     return EnvSpec(name=name, params=params)
+
+
+_MODE_WARNED: set[str] = set()
+
+
+def mode_alias(params: Mapping[str, Any], mode: str | None, *, where: str) -> dict[str, Any]:
+    """``params`` with the deprecated ``mode=`` shorthand of ``where`` (a Python entry point
+    such as the verl exporter) folded in as the agent's ``mode`` parameter; an explicit
+    ``mode`` in ``params`` wins. Warns once per process and entry point (a
+    ``FutureWarning``: verl's reward calls it for every sample)."""
+    out = dict(params)
+    if mode is None:
+        return out
+    if where not in _MODE_WARNED:
+        _MODE_WARNED.add(where)
+        import warnings
+
+        warnings.warn(f"{where}: mode= is deprecated; pass the agent's parameter mode={mode!r} instead",
+                      FutureWarning, stacklevel=3)
+    out.setdefault("mode", mode)
+    return out
 
 
 def context_sentences(value: int | None, model: str | None, agent: str) -> int:

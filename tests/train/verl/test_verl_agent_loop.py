@@ -227,7 +227,7 @@ def test_stop_params_per_backend():
 def test_offline_rows_need_the_offline_environment(tmp_path):
     extra = [EvidenceRef(id="nile_sentence_0", doc_id="nile", text="The Nile is long.")]
     claim = CLAIM.model_copy(update={"evidence": [EvidenceRef(id="nile_sentence_1", doc_id="nile", text="It flows north.")]})
-    export_verl_parquet([claim], tmp_path / "off.parquet", mode="offline", split="train", context=lambda c: extra)
+    export_verl_parquet([claim], tmp_path / "off.parquet", env_kwargs={"mode": "offline"}, split="train", context=lambda c: extra)
     row = pq.read_table(tmp_path / "off.parquet").to_pylist()[0]
     sample = {**row, "raw_prompt": row.pop("prompt"), "index": 0}
     tok = tiny_tokenizer()

@@ -53,7 +53,7 @@ def test_online_round_trip_and_prompt_equals_env_reset(tmp_path):
 def test_offline_export_keeps_context_for_the_agent_loop(tmp_path):
     extra = [EvidenceRef(id="nile_sentence_0", doc_id="nile", text="The Nile is long.")]
     out = tmp_path / "off.parquet"
-    export_verl_parquet(CLAIMS[:2], out, mode="offline", split="dev", data_source="toy-off",
+    export_verl_parquet(CLAIMS[:2], out, env_kwargs={"mode": "offline"}, split="dev", data_source="toy-off",
                         context=lambda c: extra if c.id == "c1" else [])
     rows = pq.read_table(out).to_pylist()
     assert "[[nile_sentence_0]]: The Nile is long." in rows[0]["prompt"][0]["content"]
@@ -74,7 +74,8 @@ def test_unusable_claims_raise_or_are_skipped_and_counted(tmp_path):
     assert not (tmp_path / "a.parquet").exists()
     # Offline needs evidence text.
     no_text = Claim(id="t1", text="Text-less evidence.", label="SUPPORT", evidence=[EvidenceRef(id="x_sentence_0")])
-    result = export_verl_parquet([unlabelled, no_text, CLAIMS[1]], tmp_path / "b.parquet", mode="offline",
+    result = export_verl_parquet([unlabelled, no_text, CLAIMS[1]], tmp_path / "b.parquet",
+                                 env_kwargs={"mode": "offline"},
                                  split="train", skip_invalid=True)
     assert result.rows == 1
     assert [cid for cid, _ in result.skipped] == ["u1", "t1"]
@@ -163,3 +164,32 @@ def test_reads_the_authors_files_and_reproduces_their_layout(shared_data, tmp_pa
     for name in ("id", "question", "golden_answers", "data_source", "prompt", "ability", "reward_model"):
         assert ours.column(name).to_pylist() == theirs.column(name).to_pylist(), name
     assert read_verl_parquet(out) == claims
+
+
+def test_mode_is_a_deprecated_alias_of_the_mode_parameter(tmp_path, monkeypatch):
+    import warnings
+
+    from factrl import components
+
+    monkeypatch.setattr(components, "_MODE_WARNED", set())
+    extra = [EvidenceRef(id="nile_sentence_0", doc_id="nile", text="The Nile is long.")]
+    kw = dict(split="dev", context=lambda c: extra)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = export_verl_parquet(CLAIMS[:2], tmp_path / "a.parquet", mode="offline", **kw)
+        export_verl_parquet(CLAIMS[:2], tmp_path / "b.parquet", mode="offline", **kw)
+    deprecations = [w for w in caught if issubclass(w.category, FutureWarning)]
+    assert len(deprecations) == 1 and "mode='offline'" in str(deprecations[0].message)  # one warning
+    export_verl_parquet(CLAIMS[:2], tmp_path / "c.parquet", env_kwargs={"mode": "offline"}, **kw)
+    assert old.rows == 2
+    assert pq.read_table(tmp_path / "a.parquet").to_pylist() == pq.read_table(tmp_path / "c.parquet").to_pylist()
+    # An explicit mode parameter wins over the deprecated shorthand.
+    export_verl_parquet(CLAIMS[:2], tmp_path / "d.parquet", mode="offline", env_kwargs={"mode": "online"}, split="dev")
+    assert pq.read_table(tmp_path / "d.parquet").to_pylist()[0]["extra_info"]["mode"] == "online"
+
+
+def test_an_environment_alias_is_recorded_under_its_registry_name(tmp_path):
+    extra = [EvidenceRef(id="nile_sentence_0", doc_id="nile", text="The Nile is long.")]
+    export_verl_parquet(CLAIMS[:1], tmp_path / "a.parquet", env="veri_r1_offline", split="dev", context=lambda c: extra)
+    info = pq.read_table(tmp_path / "a.parquet").to_pylist()[0]["extra_info"]
+    assert (info["env"], json.loads(info["env_params"]), info["mode"]) == ("veri_r1", {"mode": "offline"}, "offline")

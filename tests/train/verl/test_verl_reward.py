@@ -90,9 +90,31 @@ def test_offline_mode_from_split_or_argument():
     assert score(offline, extra={"split": "test_off"})["format"] == 1.0
     assert score(offline, extra={"mode": "offline"})["format"] == 1.0
     assert score(offline, extra={"split": "train_online"})["format"] == 0.0  # online needs <plan>
-    assert score(offline, extra={}, mode="offline")["score"] == 4.0
+    assert score(offline, extra={}, env_params={"mode": "offline"})["score"] == 4.0
     with pytest.raises(ValueError, match="mode"):
-        score(offline, mode="sideways")
+        score(offline, env_params={"mode": "sideways"})
+
+
+def test_mode_is_a_deprecated_alias_of_the_mode_parameter(monkeypatch):
+    import warnings
+
+    from factrl import components
+
+    monkeypatch.setattr(components, "_MODE_WARNED", set())
+    offline = THINK + ANSWER
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert score(offline, extra={}, mode="offline")["score"] == 4.0
+        assert score(offline, extra={}, mode="offline")["score"] == 4.0
+    assert len([w for w in caught if issubclass(w.category, FutureWarning)]) == 1  # once, not per sample
+    # an explicit env_params mode wins over the deprecated shorthand
+    assert score(offline, extra={}, mode="offline", env_params={"mode": "online"})["format"] == 0.0
+
+
+def test_rows_recorded_under_an_environment_alias_score_as_its_registry_name():
+    offline = THINK + ANSWER
+    assert score(offline, extra={"env": "veri_r1_offline", "env_params": "{}"})["score"] == 4.0
+    assert score(offline, env="veri_r1_offline")["score"] == 4.0
 
 
 def test_reward_kwargs_reach_the_reward_config():

@@ -104,6 +104,7 @@ class FactrlEnvAgentLoop(AgentLoopBase):
     ) -> None:
         super().__init__(*args, **kwargs)
         ENVS.get(env)  # fail at start-up on an unknown name, not in every rollout
+        from factrl.components import resolve_agent
         from factrl.rewards import RewardSpec, build_reward
 
         self.reward = None if reward is None else build_reward(RewardSpec(name=reward, params=_plain(reward_params or {})))
@@ -115,8 +116,9 @@ class FactrlEnvAgentLoop(AgentLoopBase):
         if bad:
             raise ValueError(f"lms: each role needs a model name or directory, or {POLICY_SERVER!r}; got {bad}")
         self.max_batch, self.batch_window = int(max_batch), float(batch_window)
-        self.env_name = env
-        self.env_kwargs = _plain(env_kwargs or {})
+        # the agent under its one registry name (an alias such as veri_r1_offline resolved)
+        self.agent = resolve_agent(EnvSpec(name=env, params=_plain(env_kwargs or {})))
+        self.env_name, self.env_kwargs = self.agent.name, dict(self.agent.params)
         self.retriever_url = retriever_url
         self.index = index
         self.score_in_loop = bool(score_in_loop)
@@ -138,10 +140,12 @@ class FactrlEnvAgentLoop(AgentLoopBase):
             retriever = shared_retriever(url=self.retriever_url or None, index=None if self.retriever_url else self.index)
         context = context_from_row(sample, where=where)
         deps = EnvDeps(retriever=retriever, context=None if context is None else (lambda _claim: context))
-        env = build(EnvSpec(name=self.env_name, params=self.env_kwargs), deps)
+        env = build(self.agent, deps)
         extra = sample.get("extra_info") or {}
         if extra.get("env"):  # factrl's export recorded the environment the prompt came from
-            row_spec = EnvSpec(name=extra["env"], params=json.loads(extra.get("env_params") or "{}"))
+            from factrl.components import resolve_agent
+
+            row_spec = resolve_agent(EnvSpec(name=extra["env"], params=json.loads(extra.get("env_params") or "{}")))
             row_env = build(row_spec, EnvDeps.offline_only())
             if row_env.name != env.name:
                 raise ValueError(

@@ -112,20 +112,24 @@ def verl_rows(
     """The rows :func:`export_verl_parquet` writes, as plain dicts.
 
     ``env`` names the environment whose prompts are written (built with
-    :func:`factrl.envs.build`); ``env_kwargs`` (and ``mode``, Veri-R1's shorthand) add to
-    its parameters, which must match the agent loop's since they shape the prompt; both
-    are recorded in ``extra_info`` (``env``, ``env_params``). ``context`` gives offline
-    prompts the sentences around the gold evidence and is stored per row. ``ability`` is
+    :func:`factrl.components.resolve_agent`: an alias such as ``veri_r1_offline`` is
+    recorded under its one registry name with the parameters it fixes); ``env_kwargs``
+    add to its parameters, which must match the agent loop's since they shape the prompt;
+    both are recorded in ``extra_info`` (``env``, ``env_params``). ``mode`` is a deprecated
+    alias of ``env_kwargs={"mode": ...}`` (one warning; an explicit ``mode`` parameter
+    wins). ``context`` gives offline prompts the sentences around the gold evidence and is
+    stored per row. ``ability`` is
     used for claims whose ``meta`` has none (claims read from the authors' files carry
     theirs). A claim without a gold label, or one the environment cannot start on (e.g.
     offline without evidence text), raises :class:`VerlDataError` unless
     ``skip_invalid`` is set; skipped claims are appended to ``skipped``.
     """
+    from factrl.components import mode_alias, resolve_agent
     from factrl.envs import EnvDeps, build
 
     spec = EnvSpec(name=env) if isinstance(env, str) else env
-    params = {**spec.params, **dict(env_kwargs or {}), **({"mode": mode} if mode is not None else {})}
-    spec = EnvSpec(name=spec.name, params=params)
+    params = mode_alias({**spec.params, **dict(env_kwargs or {})}, mode, where="the verl exporter")
+    spec = resolve_agent(EnvSpec(name=spec.name, params=params))
     the_env = build(spec, EnvDeps.offline_only(context))
     rows: list[dict[str, Any]] = []
     for claim in claims:
@@ -188,9 +192,10 @@ def export_verl_parquet(
     """Write ``claims`` as a verl training/validation parquet (see the module docstring).
 
     ``data_source`` defaults to each claim's ``dataset``. ``context`` (offline only) adds
-    the sentences around the gold evidence to the prompt, as ``factrl eval --mode
-    offline`` does. ``agent_name`` adds verl's per-row ``agent_name`` column, which picks
-    the agent loop for each row (otherwise verl's ``agent.default_agent_loop`` applies).
+    the sentences around the gold evidence to the prompt, as ``factrl eval --param
+    mode=offline`` does. ``mode`` is deprecated: pass ``env_kwargs={"mode": ...}``.
+    ``agent_name`` adds verl's per-row ``agent_name`` column, which picks the agent loop
+    for each row (otherwise verl's ``agent.default_agent_loop`` applies).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

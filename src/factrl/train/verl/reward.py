@@ -103,10 +103,14 @@ def _ground_truth(ground_truth: Any) -> tuple[Label, list[str]]:
 
 
 def _env_spec(extra: Mapping[str, Any], env: str | None, env_params: Mapping[str, Any] | None,
-              legacy: Mapping[str, Any]) -> EnvSpec:
-    """The environment that produced the response: ``reward_kwargs`` first, then what
-    ``factrl export verl`` recorded in ``extra_info``, then the environment's own reading
-    of foreign rows (e.g. the Veri-R1 authors' split names)."""
+              mode: str | None, max_searches: int | None) -> EnvSpec:
+    """The environment that produced the response, under its one registry name
+    (:func:`factrl.components.resolve_agent`): ``reward_kwargs`` first (the deprecated
+    ``mode`` and the ``max_searches`` shorthand under an explicit ``env_params``), then
+    what ``factrl export verl`` recorded in ``extra_info``, then the environment's own
+    reading of foreign rows (e.g. the Veri-R1 authors' split names)."""
+    from factrl.components import mode_alias, resolve_agent
+
     name = env or extra.get("env") or DEFAULT_AGENT
     params: dict[str, Any] = {}
     row_params = getattr(ENVS.get(name), "row_params", None)
@@ -114,9 +118,10 @@ def _env_spec(extra: Mapping[str, Any], env: str | None, env_params: Mapping[str
         params.update(row_params(extra))
     if extra.get("env_params"):
         params.update(json.loads(extra["env_params"]))
-    params.update({k: v for k, v in legacy.items() if v is not None})
-    params.update(env_params or {})
-    return EnvSpec(name=name, params=params)
+    given = mode_alias(env_params or {}, mode, where="the verl reward (reward_kwargs)")
+    if max_searches is not None:
+        given.setdefault("max_searches", max_searches)
+    return resolve_agent(EnvSpec(name=name, params={**params, **given}))
 
 
 def _claim(ground_truth: Any, extra: Mapping[str, Any]) -> Claim:
@@ -148,7 +153,8 @@ def compute_score(
 
     ``ground_truth`` is ``{"label": ..., "evidence": [...]}`` in any label spelling.
     ``env``/``env_params`` name the environment whose protocol the response follows
-    (``mode`` and ``max_searches`` are shorthands for Veri-R1's parameters); ``reward``
+    (``max_searches`` is a shorthand for Veri-R1's parameter; ``mode`` is a deprecated
+    alias of ``env_params={"mode": ...}``, warned about once); ``reward``
     is a reward name (default: the environment's) or, as a mapping, that reward's
     parameters (e.g. :class:`~factrl.rewards.veri_r1.VeriR1RewardConfig` fields), as is
     ``reward_params``. ``reward_router_address`` and ``reward_model_tokenizer`` are passed
@@ -163,8 +169,7 @@ def compute_score(
     del data_source, reward_router_address, reward_model_tokenizer  # part of verl's call, unused
     extra = extra_info if isinstance(extra_info, Mapping) else {}
     claim = _claim(ground_truth, extra)
-    the_env = build(_env_spec(extra, env, env_params, {"mode": mode, "max_searches": max_searches}),
-                    EnvDeps.offline_only())
+    the_env = build(_env_spec(extra, env, env_params, mode, max_searches), EnvDeps.offline_only())
     response = solution_str if isinstance(solution_str, str) else ""
     model_text = extra.get(MODEL_TEXT_KEY)
     if not isinstance(model_text, str):
