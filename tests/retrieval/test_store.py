@@ -126,3 +126,13 @@ def test_index_loads_lazily_and_reports_a_bad_row_when_reached(tmp_path: Path) -
     assert again.search(["harbor lighthouse granite"], 1)[0][0].passage == row.passage
     with pytest.raises(IndexMismatchError, match=f"passage {len(offs) - 2} is not a passage record"):
         list(again.passages)
+
+
+def test_split_modules_keep_their_old_import_paths():
+    """The passage pass left retrieval.index and the vocabulary left retrieval.bm25_arrays;
+    the names code imported from there still resolve to the same objects."""
+    from factrl.retrieval import bm25_arrays, bm25_vocab, index, passage_pass
+
+    assert index.STORE_SUMMARY == passage_pass.STORE_SUMMARY == "passages.json"
+    for name in ("DictVocab", "MappedVocab", "load_vocab", "write_vocab"):
+        assert getattr(bm25_arrays, name) is getattr(bm25_vocab, name) and name in bm25_arrays.__all__
