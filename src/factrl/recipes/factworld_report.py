@@ -1,0 +1,64 @@
+"""The report of a factworld learning run (:mod:`factrl.recipes.factworld`): accuracy per
+stage with 95 % Wilson intervals, exact McNemar tests paired by claim against the
+warm-up, and the reward curves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_report"]
+
+
+def _correct_by_id(d: Path) -> dict[str, float]:
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+
+    return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / TRAJ_FILE)}
+
+
+def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Path]) -> dict[str, Any]:
+    """``report.md`` and ``results.json`` of a recipe run ``r`` (settings ``recipe``) from
+    the evaluations on disk of ``stages``; a stage not evaluated (yet) is left out."""
+    from factrl.metrics.significance import mcnemar_exact, wilson_interval
+    from factrl.train.callbacks import plot_curves
+
+    rows = []
+    base = _correct_by_id(out / "eval" / "warmup")
+    for name in stages:
+        d = out / "eval" / name.replace("@", "-").replace("%", "pct")
+        if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
+            continue
+        got = _correct_by_id(d)
+        n, k = len(got), int(sum(got.values()))
+        lo, hi = wilson_interval(k, n)
+        row = {"stage": name, "n": n, "accuracy": k / n if n else None, "ci95": [lo, hi]}
+        metrics = json.loads((d / "metrics.json").read_text())
+        row["format_ok"] = metrics.get("format_ok_rate", metrics.get("format_ok"))
+        if name != "warmup":
+            common = sorted(set(got) & set(base))
+            b = sum(1 for i in common if got[i] and not base[i])  # fixed
+            c = sum(1 for i in common if base[i] and not got[i])  # broken
+            row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
+        rows.append(row)
+    curves = {}
+    for control in ("none", *r.controls):
+        run = out / f"grpo-{control}"
+        if (run / "metrics.jsonl").is_file():
+            png = plot_curves(run / "metrics.jsonl", run / "curves.png")
+            curves[control] = str(png) if png else None
+    result = {"recipe": recipe, "stages": rows, "curves": curves}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [f"# factworld learning: {r.preset}", "",
+             f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} claims); training world seed "
+             f"{r.train_seed}; teacher noise {r.teacher_noise}.", "",
+             "| stage | accuracy | 95% CI | format ok | fixed / broken vs warm-up | McNemar p |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        acc = "-" if row["accuracy"] is None else f"{row['accuracy']:.3f}"
+        fmt = "-" if row.get("format_ok") is None else f"{row['format_ok']:.3f}"
+        fb = f"{row['fixed_vs_warmup']} / {row['broken_vs_warmup']}" if "mcnemar_p" in row else ""
+        p = f"{row['mcnemar_p']:.2g}" if "mcnemar_p" in row else ""
+        lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
+    lines += ["", *(f"Curves ({c}): {p}" for c, p in curves.items() if p)]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    return result
