@@ -22,6 +22,7 @@ class JudgeReward:
     name = "judge_test"
     components = ("judge",)
     diagnostics = ()
+    lm_roles = ("judge",)  # the Reward protocol: the LMs it asks for
 
     def __init__(self, judge=None):
         self.judge = judge
