@@ -114,3 +114,11 @@ def test_build_pools_from_a_retrievers_top_documents() -> None:
     assert [d.id for d in from_mapping.documents("x")] == ["A", "B", "C"]
     with pytest.raises(ValueError):
         build_pools(backend, {"x": "q"}, top_n=0)
+
+
+def test_a_document_without_an_id_is_a_clear_error() -> None:
+    pools = EvidencePools()
+    with pytest.raises(PoolFormatError, match=r"claim 'c1': document 1 has no id"):
+        pools.add("c1", [{"id": "d0", "text": "Fine."}, {"title": "Only a title", "text": "No id."}])
+    with pytest.raises(PoolFormatError, match="no text"):
+        pools.add("c1", [{"id": "d0", "title": "t"}])

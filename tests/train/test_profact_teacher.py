@@ -153,3 +153,23 @@ def test_the_veri_r1_teacher_takes_the_setting_from_the_environment_spec():
     assert not make_teacher("veri_r1", [claim], {"mode": "offline"}).online
     assert not make_teacher("veri_r1_offline", [claim], {}).online
     assert make_teacher("veri_r1", [claim], {}).online  # the environment's own default
+
+
+def test_an_answers_source_sentence_counts_as_its_gold_unit_in_a_searched_corpus():
+    """In a generated world the store is the corpus itself: an answer's ``source_url``
+    names the sentence that states it, and the teacher answers once that sentence is shown
+    (and only then)."""
+    q = {"question": "How long is Skakbruv?",
+         "answers": [{"answer": "879 kilometres", "answer_type": "Extractive", "source_url": "skakbruv_sentence_1"}]}
+    claim = Claim(id="fw-1", text="Skakbruv is 568 kilometres long.", label="Refuted", dataset="factworld",
+                  meta={"questions": [q], "num_hops": 1})
+    stated = Passage(id="skakbruv", doc_id="skakbruv", text="How long is Skakbruv? Skakbruv is 879 kilometres long.",
+                     sentence_ids=["skakbruv_sentence_1"], sentences=["Skakbruv is 879 kilometres long."])
+    other = Passage(id="skekbruv", doc_id="skekbruv", text="How long is Skekbruv? Skekbruv is a river.",
+                    sentence_ids=["skekbruv_sentence_0"], sentences=["How long is Skekbruv? Skekbruv is a river."])
+    spec = EnvSpec(name="profact", params={"max_questions": 1, "top_k": 1})
+    for shown, answer in ((stated, "879 kilometres"), (other, NOT_ANSWERED)):
+        (traj,) = run_episodes(lambda p=shown: build(spec, EnvDeps(retriever=WordOverlapRetriever([p]))), [claim],
+                               ProFactTeacher([claim], max_questions=1))
+        assert traj.verdict.format_ok and traj.verdict.label == Label.REFUTE
+        assert [qa["answer"] for qa in traj.meta["qa"]] == [answer]

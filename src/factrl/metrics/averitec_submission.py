@@ -31,6 +31,7 @@ from factrl.types import Claim, Trajectory
 
 __all__ = [
     "PREDICTIONS_FILE",
+    "PER_CLAIM_FILE",
     "gold_questions",
     "gold_qa_strings",
     "gold_from_claim",
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 PREDICTIONS_FILE = "averitec_predictions.json"
+PER_CLAIM_FILE = "averitec_per_claim.jsonl"  # one scored claim a line (claim_id, q_only, qa, ...)
 
 
 def has_averitec_gold(claim: Claim) -> bool:
@@ -104,22 +106,29 @@ def stage_failure_counts(trajs: Sequence[Trajectory]) -> dict[str, int] | None:
 
 
 def averitec_run_metrics(out_dir: Path, trajs: Sequence[Trajectory]) -> dict[str, Any]:
-    """For an evaluation run on AVeriTeC claims: write ``averitec_predictions.json`` and
-    return ``{"averitec": scores, "stage_failures": counts}`` for ``metrics.json`` (only
-    the keys that apply; nothing for runs on other datasets)."""
+    """For an evaluation run on AVeriTeC claims, or a staged (ProFact) run on claims that
+    carry AVeriTeC-style gold (a generated world's): write ``averitec_predictions.json``
+    and the per-claim scores (``averitec_per_claim.jsonl``), and return ``{"averitec":
+    scores, "stage_failures": counts}`` for ``metrics.json`` (only the keys that apply;
+    nothing for other runs)."""
     out: dict[str, Any] = {}
     stages = stage_failure_counts(trajs)
     if stages is not None:
         out["stage_failures"] = stages
-    if not trajs or not all(t.claim.dataset == "averitec" and t.claim.label is not None
-                            and has_averitec_gold(t.claim) for t in trajs):
+    if not trajs or not all(t.claim.label is not None and has_averitec_gold(t.claim) for t in trajs):
+        return out
+    if stages is None and not all(t.claim.dataset == "averitec" for t in trajs):
         return out
     from factrl.metrics.meteor import WordNetMissingError
 
     path = write_submission(trajs, out_dir / PREDICTIONS_FILE)
     try:
-        scores = score_submission(path, [t.claim for t in trajs]).to_dict(per_claim=False)
+        scores = score_submission(path, [t.claim for t in trajs]).to_dict(per_claim=True)
     except WordNetMissingError as exc:  # the predictions are written; say why there is no score
         scores = {"error": f"not scored: {exc}"}
+    per_claim = scores.pop("per_claim", None)
+    if per_claim is not None:
+        (out_dir / PER_CLAIM_FILE).write_text("".join(json.dumps(row) + "\n" for row in per_claim))
+        scores["per_claim_file"] = PER_CLAIM_FILE
     out["averitec"] = {"predictions": PREDICTIONS_FILE, **scores}
     return out

@@ -5,9 +5,11 @@ resumes where it stopped):
 
 1. ``worlds``: a training world (seed ``train_seed``) and a held-out world of another seed
    (new names, new facts: nothing memorised carries over), each with a BM25 index.
-2. ``teach``: a :class:`~factrl.recipes.noisy_teacher.NoisyTeacher` runs the agent's
-   environment on training claims; a share ``teacher_noise`` of its verdicts is a random
-   label, so the warm-up it teaches is deliberately far from perfect.
+2. ``teach``: the preset agent's rule-based teacher runs its environment on training
+   claims (Veri-R1: :class:`~factrl.recipes.noisy_teacher.NoisyTeacher`; others: the
+   agent's registered teacher, e.g. ProFact's gold-question one, given noisy labels); a
+   share ``teacher_noise`` of its verdicts is a random label, so the warm-up it teaches can
+   be deliberately far from perfect.
 3. ``warmup``: LoRA SFT of the embedded model on the teacher's trajectories (merged).
 4. ``grpo``: the preset's GRPO from the warm-up, with checkpoints at 25/50/100 % of the
    updates; ``controls`` repeat it with a broken trainer (:mod:`factrl.train.controls`).
@@ -139,22 +141,35 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
     from factrl.datasets.prepare import prepare_splits
     from factrl.datasets.sampling import interleave_labels
     from factrl.evaluate import evaluate
-    from factrl.recipes.noisy_teacher import NoisyTeacher
     from factrl.rollout import RolloutConfig
 
     d = out / "teach"
     cfg = _grpo_config(r, out, "none")
     train, _ = prepare_splits(cfg.data, Path(cfg.output_dir))
     claims = interleave_labels(train, seed=r.teacher_seed)[: r.teacher_claims]
-    teacher = NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, confusion=r.teacher_confusion,
-                           quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
-                           online=cfg.env.params.get("mode", "online") == "online")
+    teacher = _teacher(r, cfg, claims)
     evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d,
              # the teacher's ids are characters: budgets in characters, far above a student's
              rollout=RolloutConfig(temperature=0.0, max_new_tokens=2048, max_total_tokens=16384, batch_size=64),
              run_info={"teacher": "noisy", "noise": r.teacher_noise, "seed": r.teacher_seed,
                        "confusion": r.teacher_confusion}, progress=False)
     return d / "trajectories.jsonl"
+
+
+def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
+    """The preset agent's rule-based teacher, wrong on purpose for ``teacher_noise`` (and
+    ``teacher_confusion``) of the claims: Veri-R1's templated one (``teacher_reasoning``),
+    or the agent's registered teacher (:mod:`factrl.teachers`) given the noisy labels."""
+    from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion
+    from factrl.teachers import make_teacher
+
+    if cfg.env.name == "veri_r1":
+        return NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, confusion=r.teacher_confusion,
+                            quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
+                            online=cfg.env.params.get("mode", "online") == "online")
+    conf = parse_confusion(r.teacher_confusion)
+    noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
+    return make_teacher(cfg.env.name, noisy, dict(cfg.env.params))
 
 
 def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:

@@ -1,6 +1,7 @@
 """The report of a factworld learning run (:mod:`factrl.recipes.factworld`): accuracy per
 stage with 95 % Wilson intervals, exact McNemar tests paired by claim against the
-warm-up, and the reward curves."""
+warm-up, and the reward curves; for a staged agent (ProFact) also the question METEOR
+per stage with a paired sign-flip test by claim against the warm-up."""
 
 from __future__ import annotations
 
@@ -17,14 +18,26 @@ def _correct_by_id(d: Path) -> dict[str, float]:
     return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / TRAJ_FILE)}
 
 
+def _meteor_by_id(d: Path) -> dict[str, float]:
+    """Per-claim question METEOR of an evaluation (ProFact's AVeriTeC scores; {} when none)."""
+    from factrl.metrics.averitec_submission import PER_CLAIM_FILE
+
+    path = d / PER_CLAIM_FILE
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {str(row["claim_id"]): float(row["q_only"]) for row in rows}
+
+
 def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Path]) -> dict[str, Any]:
     """``report.md`` and ``results.json`` of a recipe run ``r`` (settings ``recipe``) from
     the evaluations on disk of ``stages``; a stage not evaluated (yet) is left out."""
-    from factrl.metrics.significance import mcnemar_exact, wilson_interval
+    from factrl.metrics.significance import mcnemar_exact, paired_by_id, wilson_interval
     from factrl.train.callbacks import plot_curves
 
     rows = []
     base = _correct_by_id(out / "eval" / "warmup")
+    base_meteor = _meteor_by_id(out / "eval" / "warmup")
     for name in stages:
         d = out / "eval" / name.replace("@", "-").replace("%", "pct")
         if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
@@ -40,6 +53,12 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             b = sum(1 for i in common if got[i] and not base[i])  # fixed
             c = sum(1 for i in common if base[i] and not got[i])  # broken
             row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
+        meteor = _meteor_by_id(d)
+        if meteor:
+            row["question_meteor"] = sum(meteor.values()) / len(meteor)
+            if name != "warmup" and base_meteor:
+                test = paired_by_id(meteor, base_meteor)
+                row.update({"meteor_diff_vs_warmup": test["mean_diff"], "meteor_p": test["p"]})
         rows.append(row)
     curves = {}
     for control in ("none", *r.controls):
@@ -59,6 +78,13 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         fb = f"{row['fixed_vs_warmup']} / {row['broken_vs_warmup']}" if "mcnemar_p" in row else ""
         p = f"{row['mcnemar_p']:.2g}" if "mcnemar_p" in row else ""
         lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
+    staged = [row for row in rows if "question_meteor" in row]
+    if staged:
+        lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]
+        for row in staged:
+            diff = f"{row['meteor_diff_vs_warmup']:+.4f}" if "meteor_p" in row else ""
+            p = f"{row['meteor_p']:.2g}" if "meteor_p" in row else ""
+            lines.append(f"| {row['stage']} | {row['question_meteor']:.4f} | {diff} | {p} |")
     lines += ["", *(f"Curves ({c}): {p}" for c, p in curves.items() if p)]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return result

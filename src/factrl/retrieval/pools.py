@@ -106,6 +106,16 @@ class _PoolIndex:
         return out
 
 
+def _pool_document(claim_id: str, n: int, doc: Mapping[str, str]) -> PoolDocument:
+    """A ``{"id", "text", "title"?}`` mapping as a record; one without an id or a text is
+    a :class:`PoolFormatError` naming the claim and the document's place."""
+    missing = [k for k in ("id", "text") if not isinstance(doc, Mapping) or doc.get(k) in (None, "")]
+    if missing:
+        raise PoolFormatError(f"evidence pool of claim {claim_id!r}: document {n} has no {' and no '.join(missing)} "
+                              f"(documents need an 'id' and a 'text'; 'title' is optional)")
+    return PoolDocument(str(doc["id"]), str(doc["text"]), str(doc.get("title") or ""))
+
+
 class EvidencePools:
     """Claim id → a small document set, searchable per claim."""
 
@@ -131,8 +141,7 @@ class EvidencePools:
 
     def add(self, claim_id: str, documents: Iterable[PoolDocument | Mapping[str, str]], *, claim: str = "") -> None:
         """Set the pool of ``claim_id`` (documents as records or ``{"id", "text", "title"?}``)."""
-        docs = [d if isinstance(d, PoolDocument) else PoolDocument(str(d["id"]), str(d["text"]), str(d.get("title") or ""))
-                for d in documents]
+        docs = [d if isinstance(d, PoolDocument) else _pool_document(claim_id, n, d) for n, d in enumerate(documents)]
         with self._lock:
             self._pools[str(claim_id)] = _Pool(claim, docs)
             self._indexes.pop(str(claim_id), None)

@@ -9,9 +9,11 @@ Stage by stage, through the real environment like any LM:
   each, repeats dropped) as a numbered ``<questions>`` list;
 - **search stage**, in each question's own context: a ``<search>`` with the question
   itself (a query the student can write), then an ``<answer>``: the gold answer when the
-  search showed that question's gold unit (``<claim>_qa_<i>``), otherwise "The evidence
-  does not answer this question." — answers rest on what was shown, never on knowledge
-  the student could not have had;
+  search showed that question's gold unit — ``<claim>_qa_<i>`` in a pooled question-answer
+  store, or an answer's ``source_url`` when that names a unit of the searched corpus (a
+  generated world's sentence ids) — otherwise "The evidence does not answer this
+  question." Answers rest on what was shown, never on knowledge the student could not
+  have had;
 - **verdict stage**: the gold label in ``<verdict>`` (AVeriTeC spelling).
 
 Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
@@ -62,19 +64,22 @@ class ProFactTeacher(ScriptedLM):
         self.max_questions = max_questions
         self.max_answer_chars = max_answer_chars
 
-    def gold(self, claim: Claim) -> list[tuple[str, str, str]]:
-        """``(question, answer, evidence id)`` of the claim's first ``max_questions``
+    def gold(self, claim: Claim) -> list[tuple[str, str, frozenset[str]]]:
+        """``(question, answer, evidence ids)`` of the claim's first ``max_questions``
         distinct gold questions; the answer joins the question's answers (Boolean ones
-        with their explanation), as the loader's evidence text does."""
-        out: list[tuple[str, str, str]] = []
+        with their explanation), as the loader's evidence text does; the ids are the pooled
+        store's unit of that question and its answers' ``source_url`` values."""
+        out: list[tuple[str, str, frozenset[str]]] = []
         seen: set[str] = set()
         for i, q in enumerate(claim.meta.get("questions") or []):
             question = _one_line(q.get("question", "")) if isinstance(q, dict) else ""
             if not question or question in seen:
                 continue
             seen.add(question)
-            answer = _one_line(" ".join(answer_text(a) for a in q.get("answers") or []))
-            out.append((question, answer, qa_evidence_id(claim.id, i)))
+            answers = [a for a in q.get("answers") or [] if isinstance(a, dict)]
+            answer = _one_line(" ".join(answer_text(a) for a in answers))
+            sources = {str(a["source_url"]) for a in answers if a.get("source_url")}
+            out.append((question, answer, frozenset({qa_evidence_id(claim.id, i), *sources})))
             if len(out) == self.max_questions:
                 break
         return out
@@ -94,14 +99,15 @@ class ProFactTeacher(ScriptedLM):
             return "<questions>\n" + "\n".join(f"{n}. {q}" for n, q in enumerate(asked, 1)) + "\n</questions>"
         return f"<verdict>{AVERITEC_LABELS[claim.label]}</verdict>"
 
-    def _search_turn(self, context: str, question: str, gold: list[tuple[str, str, str]], turn: int) -> str:
+    def _search_turn(self, context: str, question: str, gold: list[tuple[str, str, frozenset[str]]],
+                     turn: int) -> str:
         call = f"<search>{question}</search>"
         if turn == 0:
             return call
         # what the environment showed after this teacher's own search call
         shown = set(_SHOWN.findall(context.rpartition(call)[2]))
-        for q, answer, ev_id in gold:
-            if q == question and answer and ev_id in shown:  # the pooled store's ids are the gold ids
+        for q, answer, ev_ids in gold:
+            if q == question and answer and ev_ids & shown:
                 return f"<answer>{_cut(answer, self.max_answer_chars)}</answer>"
         return f"<answer>{NOT_ANSWERED}</answer>"
 

@@ -1,0 +1,58 @@
+"""The factworld recipe with ProFact's preset: the teach stage writes the gold-question
+teacher's episodes on the generated world (answers only from sentences it was shown;
+noisy verdicts where asked), and the report adds question METEOR with a paired test."""
+
+import json
+import shutil
+
+import pytest
+
+from factrl.labels import Label
+from factrl.recipes.factworld import FactworldRecipe, run_recipe
+from factrl.recipes.factworld_report import write_report
+from factrl.runs.trajectories import read_trajectories
+
+TINY = dict(preset="profact_factworld_cpu", entities=40, claims=120, heldout_claims=30, paraphrase_rate=0.0,
+            teacher_claims=24, device="cpu")
+
+
+def _teach(tmp_path, name, **kw):
+    out = tmp_path / name
+    run_recipe(FactworldRecipe(**TINY, **kw), out, stages=("worlds", "teach"))
+    return out, read_trajectories(out / "teach" / "trajectories.jsonl")
+
+
+def test_the_profact_teacher_plays_the_generated_world(tmp_path):
+    out, trajs = _teach(tmp_path, "clean", teacher_noise=0.0)
+    assert len(trajs) == 24 and all(t.verdict.format_ok and not t.error for t in trajs)
+    assert all(t.verdict.label == t.claim.label for t in trajs)
+    by_label = {lab: [t for t in trajs if t.claim.label == lab] for lab in Label}
+    for t in by_label[Label.NEI]:  # the world never states it: nothing shown answers it
+        assert [qa["answer"] for qa in t.meta["qa"]] == ["The evidence does not answer this question."]
+    for t in by_label[Label.SUPPORT] + by_label[Label.REFUTE]:
+        (qa,) = t.meta["qa"]
+        gold = t.claim.meta["questions"][0]["answers"][0]
+        if gold["source_url"] in qa["retrieved"]:
+            assert qa["answer"] == gold["answer"]
+    answered = [t for t in by_label[Label.SUPPORT] + by_label[Label.REFUTE]
+                if "does not answer" not in t.meta["qa"][0]["answer"]]
+    assert len(answered) >= len(by_label[Label.SUPPORT] + by_label[Label.REFUTE]) // 2
+    metrics = json.loads((out / "teach" / "metrics.json").read_text())
+    assert metrics["averitec"]["q_only_meteor"] > 0.95 and metrics["averitec"]["label_acc"] == 1.0
+
+
+def test_the_report_adds_question_meteor_with_a_paired_test(tmp_path):
+    clean, _ = _teach(tmp_path, "clean", teacher_noise=0.0)
+    noisy, trajs = _teach(tmp_path, "noisy", teacher_noise=1.0)
+    assert sum(t.verdict.label != t.claim.label for t in trajs) >= 8  # two in three labels drawn wrong
+    out = tmp_path / "report"
+    shutil.copytree(clean / "teach", out / "eval" / "warmup")
+    shutil.copytree(noisy / "teach", out / "eval" / "grpo-100pct")
+    recipe = FactworldRecipe(**TINY)
+    result = write_report(recipe, {}, out, {"warmup": None, "grpo@100%": None})
+    warm, grpo = result["stages"]
+    assert warm["accuracy"] == 1.0 and grpo["accuracy"] < 0.7 and grpo["mcnemar_p"] < 0.05
+    # the same questions in both: METEOR equal, the paired test finds nothing
+    assert grpo["question_meteor"] == pytest.approx(warm["question_meteor"])
+    assert grpo["meteor_diff_vs_warmup"] == pytest.approx(0.0) and grpo["meteor_p"] == 1.0
+    assert "question METEOR" in (out / "report.md").read_text()
