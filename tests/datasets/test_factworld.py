@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -118,12 +117,6 @@ def test_files_are_byte_identical_in_another_process(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     import hashlib
     assert all(hashlib.sha256((tmp_path / "b" / p).read_bytes()).hexdigest() == h for p, h in manifest["files"].items())
-
-
-def test_generation_is_fast() -> None:
-    t0 = time.perf_counter()
-    generate(WorldConfig(seed=2, entities=500, claims=3000))
-    assert time.perf_counter() - t0 < 4.0  # ~0.8 s alone; headroom for a loaded CI machine
 
 
 def test_labels_and_hops_are_balanced(gen) -> None:

@@ -8,7 +8,13 @@ clean teacher that sets the claimed and the stated value side by side (``compare
 SFT steps, after which the student says SUPPORT to most claims (it tells differing
 values apart only weakly). Budgets are in steps, not minutes, so the result does not
 depend on the machine's load. Slow (about 35 minutes alone on the 2-core box):
-``pytest -m slow tests/learning``."""
+``pytest -m slow tests/learning``.
+
+Known weakness (docs/benchmarks.md, "Does the first gain replicate?"): the same
+checkpoints on two fresh held-out worlds gain +0.033 (300 claims) and -0.040 (150 claims),
+no more than the control; GRPO there raises SUPPORT/REFUTE accuracy and trains NOT ENOUGH
+INFO answers away. This test's pass rests on its own held-out sample; a recipe that gains
+on fresh samples should replace it."""
 
 import pytest
 

@@ -197,3 +197,28 @@ def test_model_device_and_dtype_set_trls_device_and_mixed_precision(tmp_path, mo
     with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES=1"):
         training_precision("cuda:1", "auto")
     assert training_precision("cuda:1", "auto", trainer="plain") == ("cuda:1", "float32")  # no native bf16 there
+
+
+def test_label_mix_deals_labels_in_its_proportions_and_refuses_bad_settings(tmp_path):
+    from factrl.labels import Label
+    from factrl.train.grpo import training_order
+    from factrl.types import Claim
+
+    labels = [Label.SUPPORT] * 6 + [Label.REFUTE] * 6 + [Label.NEI] * 6
+    claims = [Claim(id=str(i), text=f"claim {i}", label=lab) for i, lab in enumerate(labels)]
+    base = {"output_dir": str(tmp_path), "grpo.label_balanced": True}
+    cfg = load_run_config("veri_r1_offline_cpu", {**base, "grpo.label_mix.NEI": 2})
+    assert cfg.grpo.label_mix == {"NOT ENOUGH INFO": 2}  # any spelling, stored canonically
+    order = training_order(claims, cfg)
+    assert sorted(c.id for c in order) == sorted(c.id for c in claims)  # nothing lost or repeated
+    # each round: 2 NOT ENOUGH INFO, 1 REFUTE, 1 SUPPORT; after three rounds NEI runs out
+    first = [c.label for c in order[:12]]
+    assert first.count(Label.NEI) == 6 and first.count(Label.SUPPORT) == 3 and first.count(Label.REFUTE) == 3
+    assert [c.label for c in order[:4]].count(Label.NEI) == 2
+    with pytest.raises(ValueError, match="unknown label"):
+        load_run_config("veri_r1_offline_cpu", {**base, "grpo.label_mix.MAYBE": 2})
+    with pytest.raises(ValueError, match="whole number"):
+        load_run_config("veri_r1_offline_cpu", {**base, "grpo.label_mix.NEI": 0.5})
+    unbalanced = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path), "grpo.label_mix.NEI": 2})
+    with pytest.raises(ValueError, match="label_balanced"):
+        training_order(claims, unbalanced)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from factrl.types import Claim
 
@@ -26,10 +26,17 @@ def by_grade(claim: Claim) -> str:
     return grade if isinstance(grade, str) and grade else by_label(claim)
 
 
-def interleave_labels(claims: Sequence[Claim], *, seed: int = 0, key: ClaimKey = by_label) -> list[Claim]:
+def interleave_labels(claims: Sequence[Claim], *, seed: int = 0, key: ClaimKey = by_label,
+                      weights: Mapping[str, int] | None = None) -> list[Claim]:
     """Round-robin over gold labels (each label's claims shuffled with ``seed``), so every
     prefix is as balanced as the data allows. Unlabelled claims come last. ``key`` picks
-    another stratum, e.g. :func:`by_grade`."""
+    another stratum, e.g. :func:`by_grade`. ``weights`` (stratum → claims per round,
+    default 1 each) skews the mix: ``{"NOT ENOUGH INFO": 2}`` deals two NOT ENOUGH INFO
+    claims per SUPPORT and REFUTE one while every label still has claims."""
+    weights = dict(weights or {})
+    bad = {k: w for k, w in weights.items() if not isinstance(w, int) or isinstance(w, bool) or w < 1}
+    if bad:
+        raise ValueError(f"label weights must be whole numbers >= 1, got {bad}")
     rng = random.Random(seed)
     groups: dict[str, list[Claim]] = defaultdict(list)
     for c in claims:
@@ -38,12 +45,12 @@ def interleave_labels(claims: Sequence[Claim], *, seed: int = 0, key: ClaimKey =
     for k in sorted(k for k in groups if k):
         group = list(groups[k])
         rng.shuffle(group)
-        queues.append(group)
+        queues.append((group, weights.get(k, 1)))
     out: list[Claim] = []
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
+    while any(q for q, _ in queues):
+        for q, w in queues:
+            out += q[:w]
+            del q[:w]
     return out + groups.get("", [])
 
 

@@ -8,6 +8,11 @@ result carries the response (a reasoning model's ``<think>`` block removed) in
 when gold answers are given, whether it was correct (string match, §4.1). Scored by the
 ``rar`` reward (a verifier reads evidence, prompt and response).
 
+``show_documents=True`` (a factrl setting for generated worlds, whose invented names no
+model knows: without notes every statement would be a guess) opens the prompt with the
+prompt's documents under :data:`NOTES_HEADER`, at most ``max_document_chars`` of them;
+the policy then writes from notes it can misread, and the reward still checks it.
+
 ``convention="released"`` reads the response as the authors' released evaluation does
 (``<answer>`` block, else after ``</think>``; :func:`~factrl.protocol.rar.final_answer`)
 and lets only an answer that is wholly "I don't know" abstain.
@@ -25,8 +30,10 @@ from factrl.envs.spec import EnvDeps
 from factrl.protocol.rar import is_abstention, is_sole_abstention, matches_gold, response_of
 from factrl.types import Claim, Message, Verdict
 
-__all__ = ["RarEnv", "RarOutcome", "SHORT_FORM_INSTRUCTION", "rar_outcome", "response_meta", "response_of"]
+__all__ = ["NOTES_HEADER", "RarEnv", "RarOutcome", "SHORT_FORM_INSTRUCTION", "notes_of", "rar_outcome",
+           "response_meta", "response_of"]
 
+NOTES_HEADER = "Notes:"
 SHORT_FORM_INSTRUCTION = ("Answer the question briefly. If you are not sure of the answer, "
                           'answer exactly "I don\'t know".')
 
@@ -39,16 +46,25 @@ class RarEnv(EpisodeGuard):
     max_turns = 1
     default_reward = "rar"
 
-    def __init__(self, *, short_form_instruction: str = SHORT_FORM_INSTRUCTION, convention: str = "paper") -> None:
+    def __init__(self, *, short_form_instruction: str = SHORT_FORM_INSTRUCTION, convention: str = "paper",
+                 show_documents: bool = False, max_document_chars: int = 1500) -> None:
         if convention not in ("paper", "released"):
             raise ValueError(f"convention must be 'paper' or 'released', got {convention!r}")
+        if max_document_chars < 1:
+            raise ValueError(f"max_document_chars must be >= 1, got {max_document_chars}")
         self.short_form_instruction, self.convention = short_form_instruction, convention
+        self.show_documents, self.max_document_chars = bool(show_documents), int(max_document_chars)
 
     def reset(self, claim: Claim) -> list[Message]:
         text = self._begin(claim, "prompt").strip()
         self._text = ""
         if claim.meta.get("kind") == "short" and self.short_form_instruction:
             text = f"{text}\n\n{self.short_form_instruction}"
+        if self.show_documents:
+            notes = " ".join(" ".join(str(d.get("text", "")).split()) for d in claim.meta.get("documents") or [])
+            if not notes:
+                raise ValueError(f"prompt {claim.id!r} has no documents to show (show_documents is on)")
+            text = f"{NOTES_HEADER}\n{notes[: self.max_document_chars]}\n\n{text}"
         return [Message(role="user", content=text)]
 
     def _step(self, model_text: str) -> StepResult:
@@ -105,6 +121,12 @@ def rar_outcome(claim: Claim, model_text: str, verdict: Verdict, *, convention: 
                       correct=correct)
 
 
+def notes_of(context: str) -> str:
+    """The notes a ``show_documents`` prompt shows, read back from its text ("" when none)."""
+    head, sep, rest = context.partition(NOTES_HEADER + "\n")
+    return rest.partition("\n\n")[0] if sep else ""
+
+
 def response_meta(claim: Claim, model_text: str, *, convention: str = "paper") -> dict[str, Any]:
     """``response``, ``kind`` and, for short-form prompts, ``abstained`` and ``correct``
     (None without gold answers): :class:`RarOutcome`'s fields."""
@@ -115,6 +137,7 @@ def response_meta(claim: Claim, model_text: str, *, convention: str = "paper") -
 @ENVS.register("rar")
 def make_rar(deps: EnvDeps | None = None, **params: Any) -> RarEnv:
     """Parameters: ``short_form_instruction`` (text added to short-form questions; "" for
-    none), ``convention`` (``paper`` | ``released``). ``deps`` is not used."""
+    none), ``convention`` (``paper`` | ``released``), ``show_documents`` and
+    ``max_document_chars`` (the prompt's documents as notes). ``deps`` is not used."""
     del deps
     return RarEnv(**params)

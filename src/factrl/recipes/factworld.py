@@ -13,7 +13,8 @@ resumes where it stopped):
 3. ``warmup``: LoRA SFT of the embedded model on the teacher's trajectories (merged).
 4. ``grpo``: the preset's GRPO from the warm-up, with checkpoints at 25/50/100 % of the
    updates; ``controls`` repeat it with a broken trainer (:mod:`factrl.train.controls`).
-5. ``eval``: greedy evaluation of every stage on the held-out world's claims.
+5. ``eval``: greedy (or ``eval_temperature``) evaluation of every stage on the held-out
+   world's claims.
 6. ``report``: accuracy with 95 % Wilson intervals, exact McNemar tests paired by claim
    against the warm-up, and the reward curves (``report.md``, ``results.json``).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +68,49 @@ class FactworldRecipe:
     controls: tuple[str, ...] = ()  # e.g. ("flip_advantage", "invert_mask", "shuffle_rewards")
     grpo_overrides: dict[str, Any] = field(default_factory=dict)  # --set keys of the preset
     eval_batch: int = 32
+    # Held-out decoding: 0 = greedy (the default); > 0 samples at this temperature with
+    # ``eval_seed`` — Binary RAR's contradiction rate is a property of the policy's
+    # distribution, which greedy decoding of a copying warm-up hides.
+    eval_temperature: float = 0.0
+    eval_seed: int = 0
     eval_base: bool = False  # also evaluate the untrained model
     # Where every stage trains and evaluates (factrl.lm.device): auto = CUDA when available;
     # dtype auto = bf16 mixed precision on a GPU that has it, else float32. A resumed run may
     # change either.
     device: str = "auto"
     dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        """Settings of the wrong type are refused here, naming the setting, not hours
+        later deep inside a stage; ``"None"``/``"null"`` text for an optional setting
+        is None, a list for a tuple setting a tuple."""
+        import typing
+
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            value, hint = getattr(self, f.name), hints[f.name]
+            args = typing.get_args(hint)
+            optional = type(None) in args
+            if optional and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+                setattr(self, f.name, None)
+                continue
+            if value is None and optional:
+                continue
+            base = typing.get_origin(hint) or hint
+            if optional:
+                base = next(a for a in args if a is not type(None))
+            if base is tuple and isinstance(value, (list, tuple)):
+                setattr(self, f.name, tuple(value))
+                continue
+            ok = {float: isinstance(value, (int, float)) and not isinstance(value, bool),
+                  int: isinstance(value, int) and not isinstance(value, bool),
+                  bool: isinstance(value, bool), str: isinstance(value, str),
+                  dict: isinstance(value, dict)}.get(base, True)
+            if not ok:
+                raise ValueError(f"recipe setting {f.name} must be {getattr(base, '__name__', base)}"
+                                 f"{' or None' if optional else ''}, got {value!r}")
+            if base is float and isinstance(value, int):
+                setattr(self, f.name, float(value))
 
 
 def _say(msg: str) -> None:
@@ -95,11 +133,21 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
     _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}")
 
 
+def _is_rar(r: FactworldRecipe) -> bool:
+    """Binary RAR's recipe: prompts to answer (the worlds' ``rar/`` sets), not claims."""
+    from factrl.train.config import load_run_config
+
+    return str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name) == "rar"
+
+
 def _grpo_config(r: FactworldRecipe, out: Path, control: str) -> Any:
     from factrl.train.config import load_run_config
 
+    data = ({"data.dataset": "rar_prompts", "data.data_dir": str(out / "world" / "rar"),
+             "reward.params.world": str(out / "world")} if _is_rar(r) else
+            {"data.dataset": "factworld", "data.data_dir": str(out / "world")})
     sets: dict[str, Any] = {
-        "data.dataset": "factworld", "data.data_dir": str(out / "world"), "env.index": str(out / "world" / "index"),
+        **data, "env.index": str(out / "world" / "index"),
         "model.device": r.device, "model.dtype": r.dtype,
         **r.grpo_overrides,
         "model.id": str(out / "warmup" / "final"), "grpo.control": control,
@@ -148,7 +196,7 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
     train, _ = prepare_splits(cfg.data, Path(cfg.output_dir))
     claims = interleave_labels(train, seed=r.teacher_seed)[: r.teacher_claims]
     teacher = _teacher(r, cfg, claims)
-    evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d,
+    evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d, reward=_exact_reward(r, out / "world"),
              # the teacher's ids are characters: budgets in characters, far above a student's
              rollout=RolloutConfig(temperature=0.0, max_new_tokens=2048, max_total_tokens=16384, batch_size=64),
              run_info={"teacher": "noisy", "noise": r.teacher_noise, "seed": r.teacher_seed,
@@ -163,6 +211,10 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
     from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion
     from factrl.teachers import make_teacher
 
+    if cfg.env.name == "rar":  # wrong statements, not wrong labels: the noise swaps stated values
+        from factrl.teachers.rar import RarTeacher
+
+        return RarTeacher(world=out_world(cfg), noise=r.teacher_noise, seed=r.teacher_seed)
     if cfg.env.name == "veri_r1":
         return NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, confusion=r.teacher_confusion,
                             quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
@@ -170,6 +222,11 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
     conf = parse_confusion(r.teacher_confusion)
     noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
     return make_teacher(cfg.env.name, noisy, dict(cfg.env.params))
+
+
+def out_world(cfg: Any) -> Path:
+    """The training world's directory of a recipe's GRPO config."""
+    return Path(cfg.env.index).parent
 
 
 def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
@@ -267,12 +324,14 @@ def _merged(src: Path, base: Path, dest: Path) -> Path:
 
 
 def heldout_claims(r: FactworldRecipe, out: Path) -> list[Claim]:
-    """The evaluated claims: label-balanced, from every split of the held-out world."""
+    """The evaluated claims: label-balanced, from every split of the held-out world
+    (Binary RAR: its prompts, one per entity)."""
     from factrl.datasets import load_dataset
     from factrl.datasets.sampling import interleave_labels
 
-    claims = [c for split in ("train", "dev", "test")
-              for c in load_dataset("factworld", out / "heldout", split).claims]
+    rar = _is_rar(r)
+    name, where = ("rar_prompts", out / "heldout" / "rar") if rar else ("factworld", out / "heldout")
+    claims = [c for split in ("train", "dev", "test") for c in load_dataset(name, where, split).claims]
     return interleave_labels(claims, seed=0)[: r.heldout_claims]
 
 
@@ -289,11 +348,23 @@ def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str
     claims = heldout_claims(r, out)
     _say(f"eval {name}: {len(claims)} held-out claims")
     lm = load_lm(str(model), **frozen_lm_options(cfg.model))
-    return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), lm, d,
-                    rollout=RolloutConfig(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
-                                          max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch),
+    return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), lm, d, reward=_exact_reward(r, out / "heldout"),
+                    rollout=RolloutConfig(temperature=r.eval_temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                                          max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch,
+                                          seed=r.eval_seed if r.eval_temperature > 0 else None),
                     run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed,
+                              "temperature": r.eval_temperature,
                               **lm.runtime_info()}, progress=False)
+
+
+def _exact_reward(r: FactworldRecipe, world: Path) -> Any:
+    """Binary RAR's episodes are scored by the exact verifier of ``world``; other agents'
+    by their environment's own reward (None)."""
+    if not _is_rar(r):
+        return None
+    from factrl.rewards import RewardSpec, build_reward
+
+    return build_reward(RewardSpec(name="rar_factworld", params={"world": str(world)}))
 
 
 def _recipe_json(r: FactworldRecipe) -> dict[str, Any]:

@@ -22,6 +22,7 @@ __all__ = ["TEACHERS", "make_teacher", "teacher_env_defaults"]
 TEACHERS: Registry[Any] = Registry("teacher")
 TEACHERS.register_lazy("veri_r1", "factrl.teachers.template")
 TEACHERS.register_lazy("profact", "factrl.teachers.profact")
+TEACHERS.register_lazy("rar", "factrl.teachers.rar")
 
 
 def make_teacher(agent: str, claims: Sequence[Claim], params: dict[str, Any] | None = None) -> ScriptedLM:

@@ -137,6 +137,12 @@ class GRPOSettings:
     # update's prompts cover the labels as evenly as the data allows (a warm-up biased
     # towards one label otherwise sees mostly that label's claims rewarded).
     label_balanced: bool = False
+    # With label_balanced: claims of each gold label per round of the interleave (any
+    # label spelling; default 1 each), e.g. {"NEI" = 2}: half of every update's prompts
+    # are NOT ENOUGH INFO claims. A reward that pays SUPPORT/REFUTE answers more on
+    # two-thirds of balanced prompts (Veri-R1's evidence term) otherwise pushes a model
+    # that cannot yet tell NOT ENOUGH INFO apart away from that label.
+    label_mix: dict[str, int] = field(default_factory=dict)
     # A deliberately broken trainer, for learning benchmarks and tests only
     # (factrl.train.controls): "none", "flip_advantage", "invert_mask", "shuffle_rewards".
     control: str = "none"
@@ -246,9 +252,29 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
 
     try:
         check_control(cfg.grpo.control)
+        cfg.grpo.label_mix = label_weights(cfg.grpo.label_mix)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return cfg
+
+
+def label_weights(mix: dict[str, Any]) -> dict[str, int]:
+    """``grpo.label_mix`` with canonical label names (``"NEI"`` → ``"NOT ENOUGH INFO"``);
+    a ``ValueError`` names an unknown label or a weight that is not a whole number >= 1."""
+    from factrl.labels import UnknownLabelError, normalise_label
+
+    if not isinstance(mix, dict):
+        raise ValueError(f"grpo.label_mix must be a table of label = claims per round, got {mix!r}")
+    out: dict[str, int] = {}
+    for raw, w in mix.items():
+        try:
+            name = normalise_label(raw).value
+        except UnknownLabelError as exc:
+            raise ValueError(f"grpo.label_mix: {exc}") from None
+        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+            raise ValueError(f"grpo.label_mix[{raw!r}] must be a whole number >= 1, got {w!r}")
+        out[name] = w
+    return out
 
 
 def _check_metric_params(env: EnvSettings, where: str) -> None:

@@ -31,12 +31,16 @@ def _say(msg: str) -> None:
 
 def training_order(claims: list[Claim], cfg: GRPORunConfig) -> list[Claim]:
     """The claims in the order the trainer's dataset holds them: label-interleaved
-    (seeded) with ``grpo.label_balanced``, else as given (TRL then shuffles)."""
+    (seeded, in the proportions of ``grpo.label_mix``) with ``grpo.label_balanced``, else
+    as given (TRL then shuffles)."""
     if not cfg.grpo.label_balanced:
+        if cfg.grpo.label_mix:
+            raise ValueError("grpo.label_mix needs grpo.label_balanced = true")
         return list(claims)
     from factrl.datasets.sampling import interleave_labels
+    from factrl.train.config import label_weights
 
-    return interleave_labels(claims, seed=cfg.grpo.seed)
+    return interleave_labels(claims, seed=cfg.grpo.seed, weights=label_weights(cfg.grpo.label_mix))
 
 
 def resolved_config(cfg: GRPORunConfig) -> GRPORunConfig:

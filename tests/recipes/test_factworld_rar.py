@@ -1,0 +1,104 @@
+"""The factworld recipe with Binary RAR's preset: the prompts show the entity's notes,
+the teacher restates them (swapping a share of stated values: contradictions the exact
+verifier catches), and the report gives the contradiction rate and the informative share
+with paired tests against the warm-up."""
+
+import json
+import shutil
+
+import pytest
+
+from factrl.datasets.factworld import FactWorld
+from factrl.recipes.factworld import FactworldRecipe, _grpo_config, heldout_claims, run_recipe
+from factrl.recipes.factworld_report import write_report
+from factrl.runs.trajectories import read_trajectories
+
+TINY = dict(preset="binary_rar_factworld_cpu", entities=40, claims=60, heldout_claims=20, teacher_claims=24,
+            device="cpu")
+
+
+def _teach(tmp_path, name, **kw):
+    out = tmp_path / name
+    run_recipe(FactworldRecipe(**TINY, **kw), out, stages=("worlds", "teach"))
+    return out, read_trajectories(out / "teach" / "trajectories.jsonl")
+
+
+def test_the_recipe_trains_and_evaluates_on_the_worlds_prompts(tmp_path):
+    r = FactworldRecipe(**TINY)
+    run_recipe(r, tmp_path, stages=("worlds",))
+    cfg = _grpo_config(r, tmp_path, "none")
+    assert (cfg.data.dataset, cfg.data.data_dir) == ("rar_prompts", str(tmp_path / "world" / "rar"))
+    assert cfg.reward.name == "rar_factworld" and cfg.reward.params["world"] == str(tmp_path / "world")
+    held = heldout_claims(r, tmp_path)
+    assert len(held) == 20 and all(c.meta["kind"] == "long" and c.meta["documents"] for c in held)
+    assert all(c.id.startswith("fw202-rar-") for c in held)  # the held-out world's own prompts
+
+
+def test_the_clean_teacher_restates_the_notes_and_the_noisy_one_contradicts_them(tmp_path):
+    out, clean = _teach(tmp_path, "clean", teacher_noise=0.0)
+    assert len(clean) == 24 and all(t.verdict.format_ok and not t.error for t in clean)
+    assert "Notes:" in clean[0].prompt[0].content and clean[0].claim.meta["entity"] in clean[0].prompt[0].content
+    assert all(t.reward.total == 1.0 and t.reward.components["supported_sentences"] >= 1 for t in clean)
+    _, noisy = _teach(tmp_path, "noisy", teacher_noise=1.0)
+    contradicted = [t for t in noisy if t.reward.total == 0.0]
+    assert len(contradicted) >= 18  # nearly every response states a swapped value
+    world = FactWorld.load(out / "world")
+    swapped = [j for t in contradicted for j in world.check_text(t.meta["response"]) if j.verdict == "contradicted"]
+    assert swapped and all(j.expected and j.asserted != j.expected for j in swapped)
+
+
+def test_the_report_gives_contradiction_rate_and_informative_share_with_paired_tests(tmp_path):
+    clean, _ = _teach(tmp_path, "clean", teacher_noise=0.0)
+    noisy, _ = _teach(tmp_path, "noisy", teacher_noise=1.0)
+    out = tmp_path / "report"
+    shutil.copytree(noisy / "teach", out / "eval" / "warmup")
+    shutil.copytree(clean / "teach", out / "eval" / "grpo-100pct")
+    result = write_report(FactworldRecipe(**TINY), {}, out, {"warmup": None, "grpo@100%": None})
+    warm, grpo = result["stages"]
+    assert warm["contradiction_rate"] >= 0.75 and grpo["contradiction_rate"] == 0.0
+    assert grpo["fixed_vs_warmup"] >= 18 and grpo["broken_vs_warmup"] == 0 and grpo["mcnemar_p"] < 0.001
+    assert grpo["informative"] == 1.0 and grpo["informative_broken"] == 0
+    text = (out / "report.md").read_text()
+    assert "contradiction rate" in text and "24 prompts" in text
+    json.dumps(result)  # JSON-ready
+
+
+def test_a_prompt_without_notes_is_a_recorded_failure_not_a_crash():
+    from factrl.envs.rar import RarEnv
+    from factrl.lm.scripted import ScriptedLM
+    from factrl.rollout import RolloutConfig, run_episodes
+    from factrl.types import Claim
+
+    bare = Claim(id="bare", text="Describe X.", meta={"kind": "long", "documents": []})
+    noted = Claim(id="noted", text="Describe X.", meta={"kind": "long", "documents": [{"id": "x", "text": "X is a city."}]})
+    trajs = run_episodes(lambda: RarEnv(show_documents=True), [bare, noted], ScriptedLM(lambda ctx: "X is a city."),
+                         RolloutConfig(temperature=0.0, max_new_tokens=32, max_total_tokens=32), score=False)
+    by_id = {t.claim_id: t for t in trajs}
+    assert "no documents to show" in by_id["bare"].error
+    assert by_id["noted"].error is None and by_id["noted"].prompt[0].content == "Notes:\nX is a city.\n\nDescribe X."
+
+
+def test_held_out_decoding_samples_at_the_recipes_temperature_with_its_seed(tmp_path, monkeypatch):
+    import factrl.evaluate
+    import factrl.lm.loader
+    from factrl.recipes import factworld
+
+    seen = {}
+
+    class _LM:
+        def runtime_info(self):
+            return {}
+
+    def fake_evaluate(claims, make_env, lm, out_dir, **kw):
+        seen.update(kw, n=len(claims))
+        return {}
+
+    monkeypatch.setattr(factrl.evaluate, "evaluate", fake_evaluate)
+    monkeypatch.setattr(factrl.lm.loader, "load_lm", lambda *a, **k: _LM())
+    for temperature, seed in ((0.8, 3), (0.0, None)):
+        r = FactworldRecipe(**TINY, eval_temperature=temperature, eval_seed=3)
+        run_recipe(r, tmp_path / str(temperature), stages=("worlds",))
+        factworld._evaluate(r, tmp_path / str(temperature), "warmup", tmp_path / "model")
+        assert (seen["rollout"].temperature, seen["rollout"].seed) == (temperature, seed)
+        assert seen["run_info"]["temperature"] == temperature and seen["n"] == 20
+        assert seen["reward"].name == "rar_factworld"  # the held-out world's exact verifier

@@ -1,0 +1,21 @@
+"""``FactworldRecipe`` refuses settings of the wrong type when it is made (the CLI's
+``--recipe k=v`` gives text where JSON does not parse), not hours later in a stage."""
+
+import pytest
+
+from factrl.recipes.factworld import FactworldRecipe
+
+
+def test_optional_settings_read_none_text_and_tuples_read_lists():
+    r = FactworldRecipe(sft_max_minutes="None", sft_lora_layers="null", checkpoints=[0.5, 1.0], teacher_noise=0)
+    assert r.sft_max_minutes is None and r.sft_lora_layers is None
+    assert r.checkpoints == (0.5, 1.0)
+    assert r.teacher_noise == 0.0 and isinstance(r.teacher_noise, float)
+
+
+@pytest.mark.parametrize(("setting", "value"), [("entities", "100x"), ("teacher_noise", "0.1"),
+                                                ("sft_max_minutes", "soon"), ("eval_base", 1),
+                                                ("heldout_claims", 2.5), ("grpo_overrides", "grpo.beta=0")])
+def test_a_setting_of_the_wrong_type_is_refused_by_name(setting, value):
+    with pytest.raises(ValueError, match=f"recipe setting {setting} must be"):
+        FactworldRecipe(**{setting: value})
