@@ -58,6 +58,9 @@ def test_the_report_gives_contradiction_rate_and_informative_share_with_paired_t
     assert warm["contradiction_rate"] >= 0.75 and grpo["contradiction_rate"] == 0.0
     assert grpo["fixed_vs_warmup"] >= 18 and grpo["broken_vs_warmup"] == 0 and grpo["mcnemar_p"] < 0.001
     assert grpo["informative"] == 1.0 and grpo["informative_broken"] == 0
+    # the same notes restated: as many facts said, the wrong ones now right
+    assert grpo["contradicted_sentences"] == 0.0 and grpo["contradicted_sentences_p"] < 0.01
+    assert grpo["supported_sentences"] > warm["supported_sentences"]
     text = (out / "report.md").read_text()
     assert "contradiction rate" in text and "24 prompts" in text
     json.dumps(result)  # JSON-ready

@@ -23,6 +23,13 @@ def _correct_by_id(d: Path, rar: bool = False) -> dict[str, float]:
     return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / TRAJ_FILE)}
 
 
+def _component_by_id(d: Path, key: str) -> dict[str, float]:
+    """Binary RAR: one reward component per prompt (e.g. ``supported_sentences``)."""
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+
+    return {t.claim_id: float(t.reward.components.get(key, 0.0)) for t in read_trajectories(d / TRAJ_FILE)}
+
+
 def _informative_by_id(d: Path) -> dict[str, float]:
     """Binary RAR: per prompt 1.0 when the response states at least one fact the world
     supports (the guard against a reward won by saying nothing)."""
@@ -75,6 +82,13 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             row["contradiction_rate"] = 1 - row["accuracy"] if n else None
             info = _informative_by_id(d)
             row["informative"] = sum(info.values()) / len(info) if info else None
+            # how much a response says: a reward won by saying less shows here
+            for key in ("supported_sentences", "contradicted_sentences"):
+                per = _component_by_id(d, key)
+                row[key] = sum(per.values()) / len(per) if per else None
+                if name != "warmup" and per:
+                    test = paired_by_id(per, _component_by_id(out / "eval" / "warmup", key))
+                    row[f"{key}_diff"], row[f"{key}_p"] = test["mean_diff"], test["p"]
             if name != "warmup":
                 common = sorted(set(info) & set(base_informative))
                 b = sum(1 for i in common if info[i] and not base_informative[i])
@@ -125,7 +139,8 @@ def _rar_table(rows: list[dict[str, Any]]) -> list[str]:
     """Binary RAR's rows: contradiction rate (lower is better; McNemar on the prompts that
     lost or gained a contradiction) and the share of informative responses."""
     lines = ["| stage | contradiction rate | 95% CI | informative | contradictions removed / added vs warm-up | "
-             "McNemar p | informative gained / lost, p |", "|---|---|---|---|---|---|---|"]
+             "McNemar p | informative gained / lost, p | supported / contradicted sentences per response "
+             "(paired sign-flip p) |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["accuracy"] is None:
             continue
@@ -135,6 +150,9 @@ def _rar_table(rows: list[dict[str, Any]]) -> list[str]:
         info = "-" if row.get("informative") is None else f"{row['informative']:.3f}"
         ip = (f"{row['informative_fixed']} / {row['informative_broken']}, {row['informative_p']:.2g}"
               if "informative_p" in row else "")
+        said = " / ".join(
+            "-" if row.get(k) is None else f"{row[k]:.2f}" + (f" ({row[k + '_p']:.2g})" if k + "_p" in row else "")
+            for k in ("supported_sentences", "contradicted_sentences"))
         lines.append(f"| {row['stage']} | {row['contradiction_rate']:.3f} | {1 - hi:.3f}–{1 - lo:.3f} | {info} | "
-                     f"{fb} | {p} | {ip} |")
+                     f"{fb} | {p} | {ip} | {said} |")
     return lines
