@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,36 +81,9 @@ class FactworldRecipe:
     dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        """Settings of the wrong type are refused here, naming the setting, not hours
-        later deep inside a stage; ``"None"``/``"null"`` text for an optional setting
-        is None, a list for a tuple setting a tuple."""
-        import typing
+        from factrl.recipes.settings import check_settings
 
-        hints = typing.get_type_hints(type(self))
-        for f in fields(self):
-            value, hint = getattr(self, f.name), hints[f.name]
-            args = typing.get_args(hint)
-            optional = type(None) in args
-            if optional and isinstance(value, str) and value.strip().lower() in ("none", "null"):
-                setattr(self, f.name, None)
-                continue
-            if value is None and optional:
-                continue
-            base = typing.get_origin(hint) or hint
-            if optional:
-                base = next(a for a in args if a is not type(None))
-            if base is tuple and isinstance(value, (list, tuple)):
-                setattr(self, f.name, tuple(value))
-                continue
-            ok = {float: isinstance(value, (int, float)) and not isinstance(value, bool),
-                  int: isinstance(value, int) and not isinstance(value, bool),
-                  bool: isinstance(value, bool), str: isinstance(value, str),
-                  dict: isinstance(value, dict)}.get(base, True)
-            if not ok:
-                raise ValueError(f"recipe setting {f.name} must be {getattr(base, '__name__', base)}"
-                                 f"{' or None' if optional else ''}, got {value!r}")
-            if base is float and isinstance(value, int):
-                setattr(self, f.name, float(value))
+        check_settings(self, "recipe setting")
 
 
 def _say(msg: str) -> None:

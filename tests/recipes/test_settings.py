@@ -1,4 +1,4 @@
-"""``FactworldRecipe`` refuses settings of the wrong type when it is made (the CLI's
+"""``FactworldRecipe`` (through ``factrl.recipes.settings.check_settings``) refuses settings of the wrong type when it is made (the CLI's
 ``--recipe k=v`` gives text where JSON does not parse), not hours later in a stage."""
 
 import pytest

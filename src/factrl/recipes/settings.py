@@ -1,0 +1,43 @@
+"""Type checks for a recipe's settings dataclass, so a setting of the wrong type (the
+CLI's ``--recipe k=v`` gives text where JSON does not parse) is refused by name when the
+recipe is made, not hours later deep inside a stage."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import fields
+from typing import Any
+
+__all__ = ["check_settings"]
+
+
+def check_settings(obj: Any, what: str = "setting") -> None:
+    """Check (and normalise, in place) every field of dataclass ``obj`` against its
+    annotation: ``"None"``/``"null"`` text for an optional field is None, a list for a
+    tuple field a tuple, an int for a float field a float; anything else of the wrong
+    type is a ``ValueError`` naming ``what`` and the field."""
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        value, hint = getattr(obj, f.name), hints[f.name]
+        args = typing.get_args(hint)
+        optional = type(None) in args
+        if optional and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+            setattr(obj, f.name, None)
+            continue
+        if value is None and optional:
+            continue
+        base = typing.get_origin(hint) or hint
+        if optional:
+            base = next(a for a in args if a is not type(None))
+        if base is tuple and isinstance(value, (list, tuple)):
+            setattr(obj, f.name, tuple(value))
+            continue
+        ok = {float: isinstance(value, (int, float)) and not isinstance(value, bool),
+              int: isinstance(value, int) and not isinstance(value, bool),
+              bool: isinstance(value, bool), str: isinstance(value, str),
+              dict: isinstance(value, dict)}.get(base, True)
+        if not ok:
+            raise ValueError(f"{what} {f.name} must be {getattr(base, '__name__', base)}"
+                             f"{' or None' if optional else ''}, got {value!r}")
+        if base is float and isinstance(value, int):
+            setattr(obj, f.name, float(value))
