@@ -184,6 +184,12 @@ def test_curves_plot_evidence_cover_and_verification_and_read_older_metrics(tmp_
     assert old_png is not None and old_png.stat().st_size > 1000
     width2, height2 = _png_size(old_png)
     assert height2 == height and width3 == width2 * 3 // 2  # one more panel of the same size
+    # prompts without labels (Binary RAR): no empty label-accuracy panel, the rewards alone
+    plain = tmp_path / "plain_metrics.jsonl"
+    plain.write_text("".join(json.dumps({k: v for k, v in r.items() if "label_correct" not in k and "evidence_cover"
+                                         not in k and "verified" not in k}) + "\n" for r in rows))
+    width1, _ = _png_size(plot_curves(plain, tmp_path / "plain_curves.png"))
+    assert width1 * 2 == width2
     assert plot_curves(tmp_path / "missing.jsonl", tmp_path / "none.png") is None
 
 

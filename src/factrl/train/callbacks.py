@@ -99,7 +99,8 @@ CURVE_PANELS: list[tuple[str, str, tuple[float, float] | None, list[tuple[str, s
         ("rewards/verified/mean", "verification accuracy"),
     ]),
 ]
-_ALWAYS_DRAWN = 2  # the first panels appear even when empty; later ones only with data
+_ALWAYS_DRAWN = 1  # the reward panel appears even when empty; the others only with data (no label
+# accuracy for prompts without labels, e.g. Binary RAR)
 
 
 def curve_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
