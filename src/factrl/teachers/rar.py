@@ -80,11 +80,12 @@ def _load_world(world: Any) -> Any:
 
 def _values_by_attribute(checker: Any) -> dict[str, list[str]]:
     """attribute name -> the rendered values the world states for it (sorted, distinct)."""
+    from factrl.datasets.factworld.schema import attribute
+
     values: dict[str, set[str]] = {}
     for e in checker.world.entities:
         for name, value in e.facts.items():
-            attr = checker._attr(e.type, name)
-            values.setdefault(name, set()).add(checker.world.render(attr, value))
+            values.setdefault(name, set()).add(checker.world.render(attribute(e.type, name), value))
     return {k: sorted(v) for k, v in values.items()}
 
 
