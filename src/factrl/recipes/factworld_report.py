@@ -23,6 +23,66 @@ def _correct_by_id(d: Path, rar: bool = False) -> dict[str, float]:
     return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / TRAJ_FILE)}
 
 
+def _labels_by_id(d: Path) -> dict[str, tuple[str, str | None]]:
+    """Per claim (gold label, predicted label or None when no label was read)."""
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+
+    return {t.claim_id: (str(t.claim.label), None if t.verdict.label is None else str(t.verdict.label))
+            for t in read_trajectories(d / TRAJ_FILE)}
+
+
+def _by_label(labels: dict[str, tuple[str, str | None]], base: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
+    """Right answers per gold label (with fixed / broken claims and the exact McNemar p
+    against the warm-up ``base``) and how often each label was predicted."""
+    from factrl.metrics.significance import mcnemar_exact
+
+    out: dict[str, Any] = {"per_label": {}, "predicted": {}}
+    for gold in sorted({g for g, _ in labels.values()}):
+        ids = [i for i, (g, _) in labels.items() if g == gold]
+        right = {i: labels[i][1] == gold for i in ids}
+        cell: dict[str, Any] = {"n": len(ids), "right": sum(right.values())}
+        if base is not labels:
+            common = [i for i in ids if i in base]
+            b = sum(1 for i in common if right[i] and base[i][1] != gold)
+            c = sum(1 for i in common if not right[i] and base[i][1] == gold)
+            cell.update({"fixed": b, "broken": c, "mcnemar_p": mcnemar_exact(b, c)})
+        out["per_label"][gold] = cell
+    for _, pred in labels.values():
+        key = "unread" if pred is None else pred
+        out["predicted"][key] = out["predicted"].get(key, 0) + 1
+    return out
+
+
+def _label_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Right answers per gold label and the predicted labels, per stage: a gain on one
+    label paid for by another is a moved prior, not a better judgement."""
+    from factrl.labels import Label
+
+    order = [str(lab) for lab in Label] + ["unread"]  # SUPPORT, REFUTE, NOT ENOUGH INFO first
+
+    def ordered(names: set[str]) -> list[str]:
+        return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+    golds = ordered({g for row in rows for g in row.get("per_label", {})})
+    if not golds:
+        return []
+    preds = ordered({p for row in rows for p in row.get("predicted", {})})
+    lines = ["", "| stage | " + " | ".join(f"{g} right (fixed / broken, p)" for g in golds)
+             + " | predicted " + " / ".join(preds) + " |", "|---" * (len(golds) + 2) + "|"]
+    for row in rows:
+        cells = []
+        for g in golds:
+            c = row.get("per_label", {}).get(g)
+            if c is None:
+                cells.append("-")
+                continue
+            vs = f" ({c['fixed']} / {c['broken']}, {c['mcnemar_p']:.2g})" if "mcnemar_p" in c else ""
+            cells.append(f"{c['right']} of {c['n']}{vs}")
+        counts = " / ".join(str(row.get("predicted", {}).get(p, 0)) for p in preds)
+        lines.append(f"| {row['stage']} | " + " | ".join(cells) + f" | {counts} |")
+    return lines
+
+
 def _component_by_id(d: Path, key: str) -> dict[str, float]:
     """Binary RAR: one reward component per prompt (e.g. ``supported_sentences``)."""
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
@@ -63,6 +123,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     base = _correct_by_id(out / "eval" / "warmup", rar)
     base_informative = _informative_by_id(out / "eval" / "warmup") if rar else {}
     base_meteor = _meteor_by_id(out / "eval" / "warmup")
+    base_labels = {} if rar else _labels_by_id(out / "eval" / "warmup")
     for name in stages:
         d = out / "eval" / name.replace("@", "-").replace("%", "pct")
         if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
@@ -94,6 +155,9 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
                 b = sum(1 for i in common if info[i] and not base_informative[i])
                 c = sum(1 for i in common if base_informative[i] and not info[i])
                 row.update({"informative_fixed": b, "informative_broken": c, "informative_p": mcnemar_exact(b, c)})
+        if not rar:
+            labels = _labels_by_id(d)
+            row.update(_by_label(labels, labels if name == "warmup" else base_labels))
         meteor = _meteor_by_id(d)
         if meteor:
             row["question_meteor"] = sum(meteor.values()) / len(meteor)
@@ -123,6 +187,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         fb = f"{row['fixed_vs_warmup']} / {row['broken_vs_warmup']}" if "mcnemar_p" in row else ""
         p = f"{row['mcnemar_p']:.2g}" if "mcnemar_p" in row else ""
         lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
+    lines += [] if rar else _label_table(rows)
     staged = [row for row in rows if "question_meteor" in row]
     if staged:
         lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]
