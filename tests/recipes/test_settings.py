@@ -13,6 +13,13 @@ def test_optional_settings_read_none_text_and_tuples_read_lists():
     assert r.teacher_noise == 0.0 and isinstance(r.teacher_noise, float)
 
 
+def test_a_number_for_a_text_setting_is_its_text():
+    # ``--recipe hops=3`` reaches the recipe as the JSON number 3; hops is text ("1,2,3")
+    assert FactworldRecipe(hops=3).hops == "3"
+    with pytest.raises(ValueError, match="recipe setting hops must be str"):
+        FactworldRecipe(hops=True)
+
+
 @pytest.mark.parametrize(("setting", "value"), [("entities", "100x"), ("teacher_noise", "0.1"),
                                                 ("sft_max_minutes", "soon"), ("eval_base", 1),
                                                 ("heldout_claims", 2.5), ("grpo_overrides", "grpo.beta=0")])

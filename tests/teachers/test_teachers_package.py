@@ -10,4 +10,4 @@ def test_old_import_paths_re_export_the_teachers():
     assert old.TemplateTeacher is teachers.TemplateTeacher and old.TEACHERS is teachers.TEACHERS
     assert old.make_teacher is teachers.make_teacher
     assert old_profact.ProFactTeacher is profact.ProFactTeacher
-    assert set(teachers.TEACHERS.names()) == {"veri_r1", "profact", "rar"}  # one name per protocol
+    assert set(teachers.TEACHERS.names()) == {"veri_r1", "profact", "rar", "haris"}  # one name per protocol

@@ -251,7 +251,8 @@ def teach(
 ) -> None:
     """Write protocol-perfect trajectories with the agent's rule-based teacher (for SFT): the
     template teacher for veri_r1 (offline unless --param mode=online), the gold-question
-    teacher for profact."""
+    teacher for profact, the notes-restating one for rar, the hop-by-hop one for haris (both
+    agents: questions, searches, reports)."""
     from factrl.cli._common import agent_spec, build_run, load_claims
     from factrl.components import RunSpec
     from factrl.evaluate import evaluate

@@ -167,7 +167,9 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
     d = out / "teach"
     cfg = _grpo_config(r, out, "none")
     train, _ = prepare_splits(cfg.data, Path(cfg.output_dir))
-    claims = interleave_labels(train, seed=r.teacher_seed)[: r.teacher_claims]
+    from factrl.recipes.factworld_haris import label_mix
+
+    claims = interleave_labels(train, seed=r.teacher_seed, weights=label_mix(cfg.env.name))[: r.teacher_claims]
     teacher = _teacher(r, cfg, claims)
     evaluate(claims, _env_factory(cfg, out / "world" / "index"), teacher, d, reward=_exact_reward(r, out / "world"),
              # the teacher's ids are characters: budgets in characters, far above a student's
@@ -229,6 +231,10 @@ def _grpo(r: FactworldRecipe, out: Path, control: str) -> Path:
     from factrl.train.grpo import latest_checkpoint, train_grpo
 
     cfg = _grpo_config(r, out, control)
+    if cfg.env.name == "haris":
+        from factrl.recipes import factworld_haris
+
+        return factworld_haris.grpo(cfg)
     run = Path(cfg.output_dir)
     if (run / "final" / "config.json").is_file():
         return run / "final"
@@ -255,6 +261,11 @@ def _stage_models(r: FactworldRecipe, out: Path, only: str | None = None) -> dic
 def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, Path]) -> dict[str, Path]:
     """Add the evaluated checkpoints of one GRPO run (real or control) that exist."""
     cfg = _grpo_config(r, out, control)
+    if cfg.env.name == "haris":  # coordinated stages: (reasoner, search agent) pairs
+        from factrl.recipes import factworld_haris
+
+        stages.update(factworld_haris.stages(cfg, out, control, out / "warmup" / "final"))
+        return stages
     run = Path(cfg.output_dir)
     steps = cfg.grpo.max_steps
     done = _last_step(run)  # a time budget can end a run before max_steps
@@ -302,10 +313,13 @@ def heldout_claims(r: FactworldRecipe, out: Path) -> list[Claim]:
     from factrl.datasets import load_dataset
     from factrl.datasets.sampling import interleave_labels
 
-    rar = _is_rar(r)
-    name, where = ("rar_prompts", out / "heldout" / "rar") if rar else ("factworld", out / "heldout")
+    from factrl.recipes.factworld_haris import label_mix
+    from factrl.train.config import load_run_config
+
+    env = str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name)
+    name, where = ("rar_prompts", out / "heldout" / "rar") if env == "rar" else ("factworld", out / "heldout")
     claims = [c for split in ("train", "dev", "test") for c in load_dataset(name, where, split).claims]
-    return interleave_labels(claims, seed=0)[: r.heldout_claims]
+    return interleave_labels(claims, seed=0, weights=label_mix(env))[: r.heldout_claims]
 
 
 def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str, Any]:
@@ -320,12 +334,17 @@ def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str
     cfg = _grpo_config(r, out, "none")
     claims = heldout_claims(r, out)
     _say(f"eval {name}: {len(claims)} held-out claims")
-    lm = load_lm(str(model), **frozen_lm_options(cfg.model))
+    from factrl.recipes.factworld_haris import load_pair
+
+    pair = load_pair(model)  # HARIS after GRPO: the trained reasoner with its trained search agent
+    lm = load_lm(pair["reasoner"] if pair else str(model), **frozen_lm_options(cfg.model))
+    lms = {"searcher": load_lm(pair["searcher"], **frozen_lm_options(cfg.model))} if pair else None
     return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), lm, d, reward=_exact_reward(r, out / "heldout"),
+                    lms=lms,
                     rollout=RolloutConfig(temperature=r.eval_temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                           max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch,
                                           seed=r.eval_seed if r.eval_temperature > 0 else None),
-                    run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed,
+                    run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed, **(pair or {}),
                               "temperature": r.eval_temperature,
                               **lm.runtime_info()}, progress=False)
 

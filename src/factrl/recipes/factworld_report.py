@@ -12,42 +12,52 @@ from typing import Any
 __all__ = ["write_report"]
 
 
-def _correct_by_id(d: Path, rar: bool = False) -> dict[str, float]:
+def _correct_by_id(d: Path, rar: bool = False, two_way: bool = False) -> dict[str, float]:
     """Per claim 1.0 when the verdict's label is right (Binary RAR: when the response has
-    no contradicted sentence, the exact verifier's reward)."""
+    no contradicted sentence, the exact verifier's reward; ``two_way``: HARIS's scale,
+    NOT ENOUGH INFO read as Refute)."""
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
 
     if rar:
         return {t.claim_id: float(t.reward.components.get("no_contradiction", 0.0))
                 for t in read_trajectories(d / TRAJ_FILE)}
-    return {t.claim_id: float(t.verdict.label == t.claim.label) for t in read_trajectories(d / TRAJ_FILE)}
+    return {i: float(right) for i, (_, _, right) in _labels_by_id(d, two_way).items()}
 
 
-def _labels_by_id(d: Path) -> dict[str, tuple[str, str | None]]:
-    """Per claim (gold label, predicted label or None when no label was read)."""
+def _labels_by_id(d: Path, two_way: bool = False) -> dict[str, tuple[str, str | None, bool]]:
+    """Per claim (gold label, predicted label or None when no label was read, right);
+    ``two_way``: right on the agent's two-way scale (HARIS: NOT ENOUGH INFO is Refute)."""
+    from factrl.protocol.haris import binary_gold
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
 
-    return {t.claim_id: (str(t.claim.label), None if t.verdict.label is None else str(t.verdict.label))
-            for t in read_trajectories(d / TRAJ_FILE)}
+    out = {}
+    for t in read_trajectories(d / TRAJ_FILE):
+        gold = binary_gold(t.claim.label) if two_way else t.claim.label
+        pred = None if t.verdict.label is None else str(t.verdict.label)
+        out[t.claim_id] = (str(t.claim.label), pred, t.verdict.label is not None and t.verdict.label == gold)
+    return out
 
 
-def _by_label(labels: dict[str, tuple[str, str | None]], base: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
+Labels = dict[str, tuple[str, str | None, bool]]
+
+
+def _by_label(labels: Labels, base: Labels) -> dict[str, Any]:
     """Right answers per gold label (with fixed / broken claims and the exact McNemar p
     against the warm-up ``base``) and how often each label was predicted."""
     from factrl.metrics.significance import mcnemar_exact
 
     out: dict[str, Any] = {"per_label": {}, "predicted": {}}
-    for gold in sorted({g for g, _ in labels.values()}):
-        ids = [i for i, (g, _) in labels.items() if g == gold]
-        right = {i: labels[i][1] == gold for i in ids}
+    for gold in sorted({g for g, _, _ in labels.values()}):
+        ids = [i for i, (g, _, _) in labels.items() if g == gold]
+        right = {i: labels[i][2] for i in ids}
         cell: dict[str, Any] = {"n": len(ids), "right": sum(right.values())}
         if base is not labels:
             common = [i for i in ids if i in base]
-            b = sum(1 for i in common if right[i] and base[i][1] != gold)
-            c = sum(1 for i in common if not right[i] and base[i][1] == gold)
+            b = sum(1 for i in common if right[i] and not base[i][2])
+            c = sum(1 for i in common if not right[i] and base[i][2])
             cell.update({"fixed": b, "broken": c, "mcnemar_p": mcnemar_exact(b, c)})
         out["per_label"][gold] = cell
-    for _, pred in labels.values():
+    for _, pred, _ in labels.values():
         key = "unread" if pred is None else pred
         out["predicted"][key] = out["predicted"].get(key, 0) + 1
     return out
@@ -118,17 +128,18 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
 
     from factrl.train.config import load_run_config
 
-    rar = load_run_config(r.preset, dict(r.grpo_overrides)).env.name == "rar"  # Binary RAR: prompts, not claims
+    env = load_run_config(r.preset, dict(r.grpo_overrides)).env.name
+    rar, two_way = env == "rar", env == "haris"  # Binary RAR: prompts, not claims; HARIS: Support / Refute
     rows = []
-    base = _correct_by_id(out / "eval" / "warmup", rar)
+    base = _correct_by_id(out / "eval" / "warmup", rar, two_way)
     base_informative = _informative_by_id(out / "eval" / "warmup") if rar else {}
     base_meteor = _meteor_by_id(out / "eval" / "warmup")
-    base_labels = {} if rar else _labels_by_id(out / "eval" / "warmup")
+    base_labels = {} if rar else _labels_by_id(out / "eval" / "warmup", two_way)
     for name in stages:
         d = out / "eval" / name.replace("@", "-").replace("%", "pct")
         if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
             continue
-        got = _correct_by_id(d, rar)
+        got = _correct_by_id(d, rar, two_way)
         n, k = len(got), int(sum(got.values()))
         lo, hi = wilson_interval(k, n)
         row = {"stage": name, "n": n, "accuracy": k / n if n else None, "ci95": [lo, hi]}
@@ -156,7 +167,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
                 c = sum(1 for i in common if base_informative[i] and not info[i])
                 row.update({"informative_fixed": b, "informative_broken": c, "informative_p": mcnemar_exact(b, c)})
         if not rar:
-            labels = _labels_by_id(d)
+            labels = _labels_by_id(d, two_way)
             row.update(_by_label(labels, labels if name == "warmup" else base_labels))
         meteor = _meteor_by_id(d)
         if meteor:
@@ -168,15 +179,18 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     curves = {}
     for control in ("none", *r.controls):
         run = out / f"grpo-{control}"
-        if (run / "metrics.jsonl").is_file():
-            png = plot_curves(run / "metrics.jsonl", run / "curves.png")
-            curves[control] = str(png) if png else None
+        # one GRPO run, or HARIS's coordinated stages (foundation/searcher, ...) each with its own
+        logs = [run / "metrics.jsonl"] if (run / "metrics.jsonl").is_file() else sorted(run.glob("*/*/metrics.jsonl"))
+        for log in logs:
+            png = plot_curves(log, log.parent / "curves.png")
+            curves[control if log.parent == run else f"{control} {log.parent.relative_to(run)}"] = str(png) if png else None
     result = {"recipe": recipe, "stages": rows, "curves": curves}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
              f"training world seed {r.train_seed}; teacher noise {r.teacher_noise}; "
-             f"{f'sampled at temperature {r.eval_temperature} (seed {r.eval_seed})' if r.eval_temperature else 'greedy'}.", ""]
+             + ("NOT ENOUGH INFO claims scored as Refute (HARIS's two-way scale); " if two_way else "")
+             + f"{f'sampled at temperature {r.eval_temperature} (seed {r.eval_seed})' if r.eval_temperature else 'greedy'}.", ""]
     if rar:
         lines += _rar_table(rows)
     else:

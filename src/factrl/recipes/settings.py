@@ -14,7 +14,8 @@ __all__ = ["check_settings"]
 def check_settings(obj: Any, what: str = "setting") -> None:
     """Check (and normalise, in place) every field of dataclass ``obj`` against its
     annotation: ``"None"``/``"null"`` text for an optional field is None, a list for a
-    tuple field a tuple, an int for a float field a float; anything else of the wrong
+    tuple field a tuple, an int for a float field a float, a number for a text field its
+    text (``--recipe hops=3`` parses as JSON 3); anything else of the wrong
     type is a ``ValueError`` naming ``what`` and the field."""
     hints = typing.get_type_hints(type(obj))
     for f in fields(obj):
@@ -29,6 +30,9 @@ def check_settings(obj: Any, what: str = "setting") -> None:
         base = typing.get_origin(hint) or hint
         if optional:
             base = next(a for a in args if a is not type(None))
+        if base is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+            setattr(obj, f.name, str(value))
+            continue
         if base is tuple and isinstance(value, (list, tuple)):
             setattr(obj, f.name, tuple(value))
             continue

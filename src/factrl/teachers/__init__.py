@@ -1,5 +1,6 @@
 """Rule-based teachers: scripted LMs that write protocol-perfect trajectories from gold
-data for warm-up SFT (Veri-R1's template teacher, ProFact's gold-question teacher).
+data for warm-up SFT (Veri-R1's template teacher, ProFact's gold-question teacher,
+Binary RAR's notes-restating teacher, HARIS's hop-by-hop teacher of both agents).
 
 ``make_teacher("veri_r1", claims, {"mode": "offline"})``
 """

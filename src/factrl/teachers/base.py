@@ -23,6 +23,7 @@ TEACHERS: Registry[Any] = Registry("teacher")
 TEACHERS.register_lazy("veri_r1", "factrl.teachers.template")
 TEACHERS.register_lazy("profact", "factrl.teachers.profact")
 TEACHERS.register_lazy("rar", "factrl.teachers.rar")
+TEACHERS.register_lazy("haris", "factrl.teachers.haris")
 
 
 def make_teacher(agent: str, claims: Sequence[Claim], params: dict[str, Any] | None = None) -> ScriptedLM:

@@ -1,0 +1,70 @@
+"""HARIS in the factworld recipe (:mod:`factrl.recipes.factworld`): coordinated GRPO
+(:func:`factrl.train.haris.train_haris`, Algorithm 1) from the warm-up, which plays both
+agents at the start, and the stages to evaluate — after each reasoner stage, the
+(reasoner, search agent) pair then in use, written as ``haris_pair.json`` in the stage's
+``models/`` directory and read back by the evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PAIR_FILE", "TWO_WAY_MIX", "grpo", "label_mix", "load_pair", "stages"]
+
+PAIR_FILE = "haris_pair.json"
+# HARIS reads NOT ENOUGH INFO as Refute: two SUPPORT claims per REFUTE and NOT ENOUGH INFO
+# one give as many Support as Refute claims (a constant Refute would score 2/3 otherwise)
+TWO_WAY_MIX = {"SUPPORT": 2}
+
+
+def label_mix(env: str) -> dict[str, int] | None:
+    """How the recipe deals teacher and held-out claims for an agent (None: one of each)."""
+    return dict(TWO_WAY_MIX) if env == "haris" else None
+
+
+def grpo(cfg: Any) -> Path:
+    """Run (or resume) the coordinated stages; finished stages are skipped."""
+    from factrl.train.haris import train_haris
+
+    train_haris(cfg, resume=True)
+    return Path(cfg.output_dir)
+
+
+def stages(cfg: Any, out: Path, control: str, warmup: Path) -> dict[str, Path]:
+    """``grpo@P%`` (the real run: after every reasoner stage, P its share of the
+    reasoner stages) or ``control-<name>@100%`` (the last only) -> a directory holding
+    the pair's ``haris_pair.json``; stages not reached yet are left out."""
+    from factrl.train.haris import stage_names
+
+    run = Path(cfg.output_dir)
+    names = stage_names(cfg.haris.rounds)
+    reasoner_stages = [n for n in names if n.endswith("/reasoner")]
+    searcher = warmup
+    pairs: list[tuple[int, Path, Path]] = []
+    for k, name in enumerate(reasoner_stages, 1):
+        prefix = name.split("/")[0]
+        trained = run / prefix / "searcher" / "final"
+        if (trained / "config.json").is_file():  # a skipped searcher stage keeps the last one
+            searcher = trained
+        reasoner = run / name / "final"
+        if not (reasoner / "config.json").is_file():
+            break
+        pairs.append((round(100 * k / len(reasoner_stages)), reasoner, searcher))
+    found: dict[str, Path] = {}
+    for pct, reasoner, searcher in pairs if control == "none" else pairs[-1:]:
+        name = ("grpo" if control == "none" else f"control-{control}") + f"@{pct}%"
+        d = out / "models" / name.replace("@", "-").replace("%", "pct")
+        d.mkdir(parents=True, exist_ok=True)
+        (d / PAIR_FILE).write_text(json.dumps({"reasoner": str(reasoner), "searcher": str(searcher)}, indent=2) + "\n")
+        found[name] = d
+    return found
+
+
+def load_pair(model: Path) -> dict[str, str] | None:
+    """The pair a stage directory names (None: a single model plays both agents)."""
+    path = Path(model) / PAIR_FILE
+    if not path.is_file():
+        return None
+    pair = json.loads(path.read_text())
+    return {"reasoner": str(pair["reasoner"]), "searcher": str(pair["searcher"])}

@@ -1,0 +1,131 @@
+"""A rule-based teacher that plays both HARIS agents (the reasoner and its search agent)
+from a claim's gold hops — the warm-up the 135M model needs before coordinated GRPO has
+any signal (untrained, it rarely asks a question, so every reward is 0).
+
+Through the real environment like any LM (one scripted model for both roles, as the
+recipe's warm-up trains one model for both):
+
+- **reasoner**, turn k: asks the claim's k-th gold question (a generated world's
+  per-hop questions, ``claim.meta["questions"]``; a claim without them asks the claim
+  itself) — but only while every earlier report answered its question: a hop's question
+  names the entity the previous hop found, which the reasoner knows only from a report.
+  Then ``<verification>`` with the (given, possibly noisy) label read two-way (NOT
+  ENOUGH INFO is Refute, the paper's scale), after a ``<think>`` that sets the claimed
+  value beside the value reported last;
+- **search agent**, in the i-th question's context: ``<search>`` with the question, then
+  a ``<report>`` quoting the shown sentence whose id is that question's gold source, with
+  its answer — or that nothing shown answers it. A report rests on what was shown,
+  never on knowledge the student could not have had.
+
+Which claim, role and turn a row belongs to comes from the row's metadata (``claim_id``,
+``role``, ``context``, ``context_turn``); the context is read only for what the
+environment showed (the sentences after the teacher's own search, the reports in
+``<result>`` blocks).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from factrl.lm.scripted import ScriptedLM
+from factrl.protocol.haris import binary_gold
+from factrl.teachers.base import TEACHERS
+from factrl.types import Claim, Label
+
+__all__ = ["HarisTeacher", "NOT_FOUND"]
+
+NOT_FOUND = "No passage found answers this question."
+_LINE = re.compile(r"^\[\[([^\[\]\n]+?)\]\]: (.*)$", re.M)
+_RESULT = re.compile(r"<result>\n(.*?)\n</result>", re.S)  # the env's blocks, not the prompt's "<result> </result>"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class HarisTeacher(ScriptedLM):
+    """``HarisTeacher(claims, max_questions=…)``: claims with gold labels (and, where the
+    data has them, per-hop gold questions with answers and source sentence ids)."""
+
+    name = "haris-teacher"
+
+    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5) -> None:
+        super().__init__(lambda context: self.respond_row(context, {}))
+        self.by_id = {c.id: c for c in claims}
+        self.max_questions = max_questions
+
+    def hops(self, claim: Claim) -> list[tuple[str, str, str]]:
+        """``(question, answer, source sentence id)`` per gold hop, at most
+        ``max_questions``; a claim without per-hop questions: the claim itself, answered
+        by any of its gold evidence sentences (source "")."""
+        out = []
+        for q in claim.meta.get("questions") or []:
+            if not isinstance(q, dict) or not _one_line(q.get("question", "")):
+                continue
+            answers = [a for a in q.get("answers") or [] if isinstance(a, dict)]
+            first = answers[0] if answers else {}
+            source = str(first.get("source_url") or "")
+            out.append((_one_line(q["question"]), _one_line(first.get("answer", "")) if source else "", source))
+        out = out[: self.max_questions]
+        return out or [(_one_line(claim.text), "", "")]
+
+    def respond_row(self, context: str, meta: dict[str, Any]) -> str:
+        claim = self.by_id.get(str(meta.get("claim_id")))
+        if claim is None or claim.label is None:
+            return "<verification> The final verification is \\boxed{Refute} </verification>"
+        hops = self.hops(claim)
+        if meta.get("role") == "searcher":
+            index = int(meta.get("context", 0)) - 1  # the i-th search context answers question i
+            if not 0 <= index < len(hops):
+                return f"<report>{NOT_FOUND}</report>"
+            return self._search_turn(context, claim, hops[index], int(meta.get("context_turn", 0)))
+        reports = _RESULT.findall(context)
+        asked = len(reports)
+        answered = all(self._answers(r, hops[i]) for i, r in enumerate(reports) if i < len(hops))
+        if asked < len(hops) and answered:
+            why = "I need to find" if asked == 0 else "Next I need to find"
+            return f"<think>{why} a bridging fact.</think>\n<question>{hops[asked][0]}</question>"
+        return self._verification(claim, hops, reports)
+
+    def _answers(self, report: str, hop: tuple[str, str, str]) -> bool:
+        """Whether a report answered the hop (its gold answer in the report's text)."""
+        _, answer, _ = hop
+        return NOT_FOUND not in report and (not answer or answer.lower() in report.lower())
+
+    def _verification(self, claim: Claim, hops: list[tuple[str, str, str]], reports: list[str]) -> str:
+        label = binary_gold(claim.label)
+        claimed = _one_line(str(claim.meta.get("claimed_value") or ""))
+        last = _one_line(reports[-1]) if reports else ""
+        if last and NOT_FOUND not in last and claimed:
+            found = hops[len(reports) - 1][1] if len(reports) <= len(hops) else ""
+            word = "Same" if label is Label.SUPPORT else "Different"
+            why = f"The claim says {claimed}. The search agent found {found or last}. {word}, so the claim is " + (
+                "supported." if label is Label.SUPPORT else "refuted.")
+        elif label is Label.SUPPORT:
+            why = "The search agent's reports agree with the claim, so the claim is supported."
+        else:
+            why = "The search agent found nothing that supports the claim, so the claim is not supported."
+        box = "Support" if label is Label.SUPPORT else "Refute"
+        return f"<think>{why}</think>\n<verification> The final verification is \\boxed{{{box}}} </verification>"
+
+    def _search_turn(self, context: str, claim: Claim, hop: tuple[str, str, str], turn: int) -> str:
+        question, answer, source = hop
+        call = f"<search>{question}</search>"
+        if turn == 0:
+            return f"<think>I will search for the question.</think>\n{call}"
+        shown = dict(_LINE.findall(context.rpartition(call)[2]))  # what this teacher's search showed
+        wanted = [source] if source else claim.evidence_ids
+        for sid in wanted:
+            if sid in shown:
+                sentence = shown[sid].split(" — ", 1)[-1]  # a document's first line carries its title
+                head = f"{answer}. " if answer else ""
+                return f"<think>[[{sid}]] answers it.</think>\n<report>{head}{sentence}</report>"
+        return f"<think>Nothing shown answers it.</think>\n<report>{NOT_FOUND}</report>"
+
+
+@TEACHERS.register("haris")
+def _haris_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> HarisTeacher:
+    """Sized to the environment's question budget (``max_questions``, default 5)."""
+    return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)))

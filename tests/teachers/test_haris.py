@@ -1,0 +1,73 @@
+"""The HARIS teacher plays both agents on a generated 3-hop world: the reasoner asks the
+gold hop questions in order while the reports answer them, the search agent reports only
+what its search showed, and the verification is the label on HARIS's two-way scale."""
+
+from factrl.labels import Label
+from factrl.protocol.haris import binary_gold
+from factrl.recipes.factworld import FactworldRecipe, run_recipe
+from factrl.runs.trajectories import read_trajectories
+from factrl.teachers import make_teacher
+from factrl.teachers.haris import NOT_FOUND, HarisTeacher
+from factrl.types import Claim
+
+TINY = dict(preset="haris_factworld_cpu", entities=60, claims=120, heldout_claims=30, hops="3",
+            paraphrase_rate=0.0, teacher_claims=30, device="cpu")
+
+
+def _teach(tmp_path, name, **kw):
+    out = tmp_path / name
+    run_recipe(FactworldRecipe(**TINY, **kw), out, stages=("worlds", "teach"))
+    return read_trajectories(out / "teach" / "trajectories.jsonl")
+
+
+def test_the_teacher_asks_each_hop_reports_what_was_shown_and_verifies_two_way(tmp_path):
+    trajs = _teach(tmp_path, "clean", teacher_noise=0.0)
+    assert len(trajs) == 30 and all(t.verdict.format_ok and not t.error for t in trajs)
+    assert all(t.verdict.label == binary_gold(t.claim.label) for t in trajs)
+    # two-way balanced: as many Support as Refute (REFUTE + NOT ENOUGH INFO) claims
+    support = sum(t.claim.label is Label.SUPPORT for t in trajs)
+    assert abs(support - (len(trajs) - support)) <= 2
+    for t in trajs:
+        gold = t.claim.meta["questions"]
+        asked, reports = t.meta["questions"], t.meta["reports"]
+        assert asked == [q["question"] for q in gold[: len(asked)]] and len(t.segments) == len(asked)
+        for i, report in enumerate(reports[:-1]):  # a further question only after an answered one
+            assert NOT_FOUND not in report and gold[i]["answers"][0]["answer"].lower() in report.lower()
+        for segment, q in zip(t.segments, gold):
+            shown = "".join(turn.text for turn in segment.turns if turn.source != "model")
+            source = q["answers"][0]["source_url"]
+            report = segment.turns[-1].text
+            if NOT_FOUND not in report:  # an answer rests on the gold sentence it was shown
+                assert source and f"[[{source}]]" in shown and q["answers"][0]["answer"] in report
+        if t.claim.label is Label.NEI:  # the unstated hop is never answered
+            assert NOT_FOUND in reports[-1]
+    answered = [t for t in trajs if t.claim.label is not Label.NEI and len(t.meta["questions"]) == 3
+                and NOT_FOUND not in t.meta["reports"][-1]]
+    assert len(answered) >= len([t for t in trajs if t.claim.label is not Label.NEI]) // 2
+
+
+def test_a_noisy_teacher_verifies_wrong_on_purpose(tmp_path):
+    trajs = _teach(tmp_path, "noisy", teacher_noise=1.0)
+    assert all(t.verdict.format_ok for t in trajs)
+    assert sum(t.verdict.label != binary_gold(t.claim.label) for t in trajs) >= 5
+
+
+def test_a_claim_without_hop_questions_asks_the_claim_itself():
+    claim = Claim(id="c1", text="  Velkor  flows into the Ostrel Sea. ", label=Label.SUPPORT,
+                  evidence=[{"id": "velkor_1"}])
+    teacher = make_teacher("haris", [claim], {"max_questions": 2})
+    assert isinstance(teacher, HarisTeacher) and teacher.max_questions == 2
+    assert teacher.hops(claim) == [("Velkor flows into the Ostrel Sea.", "", "")]
+    first = teacher.respond_row("<user>prompt</user><assistant>", {"claim_id": "c1", "role": "policy", "context": 0})
+    assert first.endswith("<question>Velkor flows into the Ostrel Sea.</question>")
+    call = teacher.respond_row("ctx", {"claim_id": "c1", "role": "searcher", "context": 1, "context_turn": 0})
+    assert call.endswith("<search>Velkor flows into the Ostrel Sea.</search>")
+    shown = call + "\n<result>\n[[velkor_0]]: Velkor — Velkor is a river.\n[[velkor_1]]: Velkor flows into the Ostrel Sea.\n</result>\n"
+    report = teacher.respond_row(shown, {"claim_id": "c1", "role": "searcher", "context": 1, "context_turn": 1})
+    assert report.endswith("<report>Velkor flows into the Ostrel Sea.</report>")
+    missed = call + "\n<result>\n[[korvath_0]]: Korvath — Korvath is a city.\n</result>\n"
+    assert NOT_FOUND in teacher.respond_row(missed, {"claim_id": "c1", "role": "searcher", "context": 1,
+                                                     "context_turn": 1})
+    final = teacher.respond_row(first + "\n<result>\nVelkor flows into the Ostrel Sea.\n</result>\n",
+                                {"claim_id": "c1", "role": "policy", "context": 0, "context_turn": 1})
+    assert final.endswith("\\boxed{Support} </verification>")
