@@ -100,3 +100,17 @@ def test_high_reward_parameters():
     assert r(t).total == pytest.approx(0.2)
     with pytest.raises(ValueError, match="haris_high"):
         build_reward(RewardSpec(name="haris_high", params={"bogus": 1}))
+
+
+@pytest.mark.parametrize("report, useful", [
+    ("North. The Nile flows north.", True),
+    ("the nile flows NORTH!", True),
+    ("The Nile flows northward.", False),  # words, not substrings: "north" is not "northward"
+    ("No passage found answers this question.", False),
+])
+def test_the_exact_judge_reads_the_pseudo_answer_in_the_report(report, useful):
+    (rb,) = low("exact").score([traj(report=report)])
+    assert rb.components["useful"] == float(useful) and rb.components["judge_failed"] == 0.0
+    assert rb.total == pytest.approx(1.0 if useful else 0.1)
+    (bad,) = low("exact").score([traj(report=None, ok=False)])
+    assert bad.total == 0.0

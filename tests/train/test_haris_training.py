@@ -16,7 +16,8 @@ from factrl.lm.scripted import ScriptedLM  # noqa: E402
 from factrl.train import rollout_adapter  # noqa: E402
 from factrl.train.config import load_run_config  # noqa: E402
 from factrl.train.haris import STATE_FILE, segments, stage_names, train_haris  # noqa: E402
-from factrl.train.haris_synthesis import SynthesisStats, pick_questions, write_pseudo_answers  # noqa: E402
+from factrl.train.haris_synthesis import (GOLD_ANSWERS, SynthesisStats, gold_hop_answer, pick_questions,  # noqa: E402
+                                          write_pseudo_answers)
 from factrl.types import Claim, EvidenceRef, Trajectory  # noqa: E402
 
 from _support import REPO, WordOverlapRetriever  # noqa: E402
@@ -73,6 +74,23 @@ def test_question_picking_and_pseudo_gold_filtering():
     assert [(q.id, q.meta["pseudo_answer"]) for q in out] == [("a#q", "North")]
     assert stats.dropped_no_evidence == 1 and stats.dropped_none == 1
     assert "Veracity of the claim: true" in asked[0] and "It flows north." in asked[0]
+
+
+def test_gold_pseudo_answers_come_from_the_datas_hop_questions():
+    hops = [{"question": "Who founded Zirzusk?", "answers": [{"answer": "Skuskund Krukgux", "source_url": "z_4"}]},
+            {"question": "Which company did Skuskund Krukgux work for?",
+             "answers": [{"answer": "No answer could be found.", "source_url": ""}]}]
+    c = Claim(id="w", text="The employer of the founder of Zirzusk was Kinvekmord.", label="NOT ENOUGH INFO",
+              meta={"questions": hops})
+    assert gold_hop_answer(c, "who FOUNDED zirzusk") == "Skuskund Krukgux"  # case and punctuation aside
+    assert gold_hop_answer(c, "Which company did Skuskund Krukgux work for?") == ""  # unanswerable hop
+    assert gold_hop_answer(c, "Where is Zirzusk?") is None and gold_hop_answer(c, "") is None
+    stats = SynthesisStats()
+    out = write_pseudo_answers([(c, "Who founded Zirzusk?"), (c, "Which company did Skuskund Krukgux work for?"),
+                                (c, "Where is Zirzusk?")], GOLD_ANSWERS, stats)
+    assert [(q.text, q.meta["pseudo_answer"], q.meta["claim_id"]) for q in out] == [
+        ("Who founded Zirzusk?", "Skuskund Krukgux", "w")]
+    assert (stats.kept, stats.dropped_none, stats.not_a_gold_hop) == (1, 1, 1)
 
 
 def test_coordinated_round_with_resume(tiny_model, tmp_path, monkeypatch):

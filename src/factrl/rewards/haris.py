@@ -132,7 +132,10 @@ class HarisLowReward:
             for t in (trajs[i] for i in ask):
                 if not str(t.claim.meta.get("pseudo_answer") or "").strip():
                     raise ValueError(f"question {t.claim_id!r} has no meta['pseudo_answer'] for the judge")
-            if _is_pair_verifier(self.judge):
+            if self.judge == EXACT_JUDGE:
+                verdicts.update(zip(ask, exact_useful([str(trajs[i].claim.meta["pseudo_answer"]) for i in ask],
+                                                      [str(trajs[i].meta["report"]) for i in ask])))
+            elif _is_pair_verifier(self.judge):
                 verdicts.update(zip(ask, verifier_useful(
                     self.judge, [trajs[i].claim.text for i in ask],
                     [str(trajs[i].claim.meta["pseudo_answer"]) for i in ask], [str(trajs[i].meta["report"]) for i in ask])))
@@ -156,7 +159,7 @@ class HarisLowReward:
     def configure(self, params: Mapping[str, Any], deps: RewardDeps | None = None) -> HarisLowReward:
         """Override ``useful`` / ``not_useful`` / ``max_judge_tokens``; the judge is
         ``deps.lms["judge"]``, or ``verifier`` (a name, e.g. ``"factrl-verifier"``: the
-        trained cross-encoder judges instead of an LM)."""
+        trained cross-encoder judges instead of an LM), or ``"exact"`` (:func:`exact_useful`)."""
         params = dict(params)
         judge = (deps.lms.get("judge") if deps is not None else None) or self.judge
         name = params.pop("verifier", None)
@@ -165,6 +168,18 @@ class HarisLowReward:
 
             judge = load_verifier(str(name))
         return replace(self, judge=judge, **params)
+
+
+EXACT_JUDGE = "exact"  # haris.judge_model / a judge: useful when the report states the pseudo-gold answer
+
+
+def exact_useful(answers: Sequence[str], reports: Sequence[str]) -> list[bool]:
+    """The rule judge for data whose pseudo-gold answers are exact (a generated world's
+    hop answers): the report states the answer, compared by words without case."""
+    def words(text: str) -> str:
+        return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+
+    return [bool(words(a).strip()) and words(a) in words(r) for a, r in zip(answers, reports)]
 
 
 def _is_pair_verifier(judge: Any) -> bool:

@@ -155,9 +155,11 @@ class HarisSettings:
     rounds: int = 1  # N alternating rounds after the foundation stage (T split into N segments)
     searcher_model: str | None = None  # the search agent's starting model (default: model.id)
     judge_model: str = "smollm2"  # the low-level reward's LM judge (paper: GPT-4o-mini); "openai:NAME" works;
-    # "factrl-verifier": the trained cross-encoder instead of an LM
+    # "factrl-verifier": the trained cross-encoder instead of an LM; "exact": the report states
+    # the pseudo-gold answer (rewards.haris.exact_useful; for data with exact answers)
     judge_base_url: str | None = None
-    answer_model: str = "smollm2"  # writes pseudo-gold answers from the gold evidence (paper: GPT-4o)
+    answer_model: str = "smollm2"  # writes pseudo-gold answers from the gold evidence (paper: GPT-4o);
+    # "gold": the data's own hop answers (a generated world's per-hop questions), no LM
     answer_base_url: str | None = None
     searcher_params: dict[str, Any] = field(default_factory=dict)  # haris_searcher env params
     epochs_per_stage: float = 1.0  # the paper trains one epoch per stage

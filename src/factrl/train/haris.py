@@ -30,7 +30,9 @@ from typing import Any
 from factrl.datasets.prepare import prepare_splits
 from factrl.envs import EnvDeps, EnvSpec, env_factory
 from factrl.rewards import RewardDeps, RewardSpec, build_reward
+from factrl.rewards.haris import EXACT_JUDGE
 from factrl.rollout import RolloutConfig, run_episodes
+from factrl.train.haris_synthesis import GOLD_ANSWERS
 from factrl.train.config import GRPORunConfig
 from factrl.types import Claim
 
@@ -102,6 +104,8 @@ class _Run:
 
     @property
     def judge(self) -> Any:
+        if self._judge is None and self.h.judge_model == EXACT_JUDGE:  # the rule judge of exact answers
+            self._judge = EXACT_JUDGE
         if self._judge is None:
             from factrl.verifier.asset import is_verifier_name, load_verifier
 
@@ -112,6 +116,8 @@ class _Run:
 
     @property
     def answerer(self) -> Any:
+        if self._answerer is None and self.h.answer_model == GOLD_ANSWERS:  # the data's hop answers
+            self._answerer = GOLD_ANSWERS
         if self._answerer is None:
             self._answerer = _load(self.h.answer_model, self.cfg.model, self.h.answer_base_url)
         return self._answerer
