@@ -27,12 +27,16 @@ def test_stages_are_the_pairs_after_each_reasoner_stage(tmp_path):
     cfg = load_run_config("haris_factworld_cpu", {"haris.rounds": 2})
     cfg.output_dir = str(tmp_path / "grpo-none")
     run, warm = tmp_path / "grpo-none", _model(tmp_path / "warmup" / "final")
-    assert factworld_haris.stages(cfg, tmp_path, "none", warm) == {}  # nothing trained yet
+    every = (0.33, 0.67, 1.0)
+    assert factworld_haris.stages(cfg, tmp_path, "none", warm, every) == {}  # nothing trained yet
     _model(run / "foundation" / "searcher" / "final")
     _model(run / "foundation" / "reasoner" / "final")
     _model(run / "round1" / "reasoner" / "final")  # round 1's searcher stage was skipped (no questions)
-    found = factworld_haris.stages(cfg, tmp_path, "none", warm)
+    found = factworld_haris.stages(cfg, tmp_path, "none", warm, every)
     assert list(found) == ["grpo@33%", "grpo@67%"]  # round 2 not reached: left out
+    assert list(factworld_haris.stages(cfg, tmp_path, "none", warm, (0.67,))) == ["grpo@67%"]
+    _model(run / "round2" / "reasoner" / "final")
+    assert list(factworld_haris.stages(cfg, tmp_path, "none", warm, (0.33,))) == ["grpo@33%", "grpo@100%"]
     assert factworld_haris.load_pair(found["grpo@33%"]) == {
         "reasoner": str(run / "foundation" / "reasoner" / "final"), "searcher": str(run / "foundation" / "searcher" / "final")}
     assert factworld_haris.load_pair(found["grpo@67%"]) == {  # the skipped stage keeps the last search agent
@@ -40,7 +44,7 @@ def test_stages_are_the_pairs_after_each_reasoner_stage(tmp_path):
     cfg.output_dir = str(tmp_path / "grpo-flip_advantage")
     control = tmp_path / "grpo-flip_advantage"
     _model(control / "foundation" / "reasoner" / "final")
-    assert list(factworld_haris.stages(cfg, tmp_path, "flip_advantage", warm)) == ["control-flip_advantage@33%"]
+    assert list(factworld_haris.stages(cfg, tmp_path, "flip_advantage", warm, every)) == ["control-flip_advantage@33%"]
     assert factworld_haris.load_pair(control) is None  # a single model plays both agents
 
 

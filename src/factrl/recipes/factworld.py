@@ -264,7 +264,7 @@ def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, P
     if cfg.env.name == "haris":  # coordinated stages: (reasoner, search agent) pairs
         from factrl.recipes import factworld_haris
 
-        stages.update(factworld_haris.stages(cfg, out, control, out / "warmup" / "final"))
+        stages.update(factworld_haris.stages(cfg, out, control, out / "warmup" / "final", r.checkpoints))
         return stages
     run = Path(cfg.output_dir)
     steps = cfg.grpo.max_steps

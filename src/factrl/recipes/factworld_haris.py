@@ -31,10 +31,12 @@ def grpo(cfg: Any) -> Path:
     return Path(cfg.output_dir)
 
 
-def stages(cfg: Any, out: Path, control: str, warmup: Path) -> dict[str, Path]:
-    """``grpo@P%`` (the real run: after every reasoner stage, P its share of the
-    reasoner stages) or ``control-<name>@100%`` (the last only) -> a directory holding
-    the pair's ``haris_pair.json``; stages not reached yet are left out."""
+def stages(cfg: Any, out: Path, control: str, warmup: Path,
+           checkpoints: tuple[float, ...] = (1.0,)) -> dict[str, Path]:
+    """``grpo@P%`` (the real run: after the reasoner stages that ``checkpoints``, shares
+    of the run, name — the share rounded to a stage, at least the first —, P its share of
+    the reasoner stages) or ``control-<name>@P%`` (the last reached only) -> a directory
+    holding the pair's ``haris_pair.json``; stages not reached yet are left out."""
     from factrl.train.haris import stage_names
 
     run = Path(cfg.output_dir)
@@ -51,8 +53,12 @@ def stages(cfg: Any, out: Path, control: str, warmup: Path) -> dict[str, Path]:
         if not (reasoner / "config.json").is_file():
             break
         pairs.append((round(100 * k / len(reasoner_stages)), reasoner, searcher))
+    marks = {max(1, round(len(reasoner_stages) * f)) for f in checkpoints}
+    chosen = [p for k, p in enumerate(pairs, 1) if k in marks]
+    if pairs and pairs[-1] not in chosen and len(pairs) == len(reasoner_stages):
+        chosen.append(pairs[-1])  # the finished run is always evaluated
     found: dict[str, Path] = {}
-    for pct, reasoner, searcher in pairs if control == "none" else pairs[-1:]:
+    for pct, reasoner, searcher in chosen if control == "none" else pairs[-1:]:
         name = ("grpo" if control == "none" else f"control-{control}") + f"@{pct}%"
         d = out / "models" / name.replace("@", "-").replace("%", "pct")
         d.mkdir(parents=True, exist_ok=True)
