@@ -75,6 +75,10 @@ def test_factrl_train_teach_profact_writes_scored_protocol_perfect_episodes(cli,
     av = json.loads((out / "metrics.json").read_text())["averitec"]
     assert av["label_acc"] == 1.0 and av["q_only_meteor"] > 0.5
     # An agent without a teacher is a usage error that names the ones with one.
-    r = cli(["train", "teach", "--agent", "haris", "--dataset", "averitec", "--data-dir", str(DATA),
+    r = cli(["train", "teach", "--agent", "decompose", "--dataset", "averitec", "--data-dir", str(DATA),
              "--split", "dev", "--index", str(index), "--out", str(tmp_path / "bad")])
     assert r.exit_code == 2 and "profact" in r.output
+    # A teacher that cannot play the claims' labels (HARIS: Support / Refute only) says so up front.
+    r = cli(["train", "teach", "--agent", "haris", "--dataset", "averitec", "--data-dir", str(DATA),
+             "--split", "dev", "--index", str(index), "--out", str(tmp_path / "bad-haris")])
+    assert r.exit_code == 2 and "no such reading" in r.output

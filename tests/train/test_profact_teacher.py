@@ -112,7 +112,7 @@ def test_make_teacher_picks_the_agents_protocol():
     assert isinstance(make_teacher("veri_r1", [CLAIM]), TemplateTeacher)
     assert make_teacher("veri_r1", [CLAIM]).online and not make_teacher("veri_r1_offline", [CLAIM]).online
     with pytest.raises(RegistryError, match="teacher"):
-        make_teacher("haris", [CLAIM])
+        make_teacher("decompose", [CLAIM])
 
 
 def test_gold_strings_the_reward_uses_match_the_teacher_items():

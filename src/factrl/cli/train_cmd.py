@@ -270,6 +270,8 @@ def teach(
         teacher = make_teacher(spec.name, claims, spec.params)
     except RegistryError as exc:
         raise typer.BadParameter(str(exc), param_hint="--agent") from None
+    except ValueError as exc:  # claims the teacher cannot play (e.g. HARIS on a CONFLICTING label)
+        raise typer.BadParameter(str(exc), param_hint="--dataset") from None
     evaluate(claims, make_env, teacher, out,
              rollout=run.spec.rollout,
              run_info={"dataset": dataset, "split": split, "agent": spec.model_dump(mode="json"),

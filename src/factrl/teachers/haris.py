@@ -127,5 +127,10 @@ class HarisTeacher(ScriptedLM):
 
 @TEACHERS.register("haris")
 def _haris_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> HarisTeacher:
-    """Sized to the environment's question budget (``max_questions``, default 5)."""
+    """Sized to the environment's question budget (``max_questions``, default 5); claims
+    whose label has no Support / Refute reading (CONFLICTING) are refused by id."""
+    bad = [c.id for c in claims if c.label is not None and binary_gold(c.label) is None]
+    if bad:
+        raise ValueError(f"the haris teacher verifies Support or Refute; {len(bad)} claim(s) have a label with "
+                         f"no such reading (e.g. {', '.join(bad[:3])}): leave them out (--ids)")
     return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)))
