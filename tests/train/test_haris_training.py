@@ -15,7 +15,7 @@ from factrl.envs import EnvDeps  # noqa: E402
 from factrl.lm.scripted import ScriptedLM  # noqa: E402
 from factrl.train import rollout_adapter  # noqa: E402
 from factrl.train.config import load_run_config  # noqa: E402
-from factrl.train.haris import STATE_FILE, segments, stage_names, train_haris  # noqa: E402
+from factrl.train.haris import STATE_FILE, segments, stage_names, synth_claims, train_haris  # noqa: E402
 from factrl.train.haris_synthesis import (GOLD_ANSWERS, SynthesisStats, gold_hop_answer, pick_questions,  # noqa: E402
                                           write_pseudo_answers)
 from factrl.types import Claim, EvidenceRef, Trajectory  # noqa: E402
@@ -91,6 +91,27 @@ def test_gold_pseudo_answers_come_from_the_datas_hop_questions():
     assert [(q.text, q.meta["pseudo_answer"], q.meta["claim_id"]) for q in out] == [
         ("Who founded Zirzusk?", "Skuskund Krukgux", "w")]
     assert (stats.kept, stats.dropped_none, stats.not_a_gold_hop) == (1, 1, 1)
+
+
+def test_a_synthesis_stage_can_roll_out_on_a_label_interleaved_share_of_its_claims():
+    claims = [Claim(id=f"{lab[0]}{i}", text="x", label=lab) for lab in ("SUPPORT", "REFUTE") for i in range(5)]
+    assert synth_claims(claims, 0, seed=0) == claims  # the paper: all of them
+    head = synth_claims(claims, 4, seed=0)
+    assert len(head) == 4 and sorted(c.label.value for c in head) == ["REFUTE", "REFUTE", "SUPPORT", "SUPPORT"]
+    assert synth_claims(claims, 50, seed=0) != claims and len(synth_claims(claims, 50, seed=0)) == 10
+    with pytest.raises(ValueError, match="synth_limit"):
+        synth_claims(claims, -1, seed=0)
+
+
+def test_the_synthesis_limit_reaches_the_stage(tiny_model, tmp_path):
+    out = tmp_path / "haris"
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_haris.toml",
+                          {"model.id": str(tiny_model), "output_dir": str(out), "haris.synth_limit": 2,
+                           "data.data_dir": str(REPO / "tests" / "fixtures" / "haris_tiny_claims.jsonl")})
+    deps = EnvDeps(retriever=WordOverlapRetriever(PASSAGES))
+    train_haris(cfg, deps=deps, judge=ScriptedLM(lambda ctx: "yes"), answerer=ScriptedLM(lambda ctx: "North"),
+                stop_after="foundation/synth")
+    assert json.loads((out / "foundation/synth/synthesis.json").read_text())["rollouts"] == 2
 
 
 def test_coordinated_round_with_resume(tiny_model, tmp_path, monkeypatch):

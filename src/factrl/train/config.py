@@ -164,6 +164,9 @@ class HarisSettings:
     searcher_params: dict[str, Any] = field(default_factory=dict)  # haris_searcher env params
     epochs_per_stage: float = 1.0  # the paper trains one epoch per stage
     steps_per_stage: int = 0  # > 0: this many GRPO updates per stage instead of epochs_per_stage
+    # > 0: a synthesis stage runs the reasoner on this many of its claims (label-interleaved)
+    # instead of all — with steps_per_stage, a search-agent stage uses only a few questions
+    synth_limit: int = 0
     # When a reasoner rollout asks no question (an untrained small model rarely does), ask
     # the claim itself as the search agent's question; off in the paper's setting.
     fallback_question: bool = False

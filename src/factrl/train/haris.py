@@ -36,7 +36,7 @@ from factrl.train.haris_synthesis import GOLD_ANSWERS
 from factrl.train.config import GRPORunConfig
 from factrl.types import Claim
 
-__all__ = ["STATE_FILE", "stage_names", "segments", "train_haris"]
+__all__ = ["STATE_FILE", "stage_names", "segments", "synth_claims", "train_haris"]
 
 STATE_FILE = "haris_state.json"
 
@@ -75,6 +75,19 @@ def segments(claims: list[Claim], n: int, *, seed: int) -> list[list[Claim]]:
     for part in parts:
         rng.shuffle(part)
     return parts
+
+
+def synth_claims(claims: list[Claim], limit: int, *, seed: int) -> list[Claim]:
+    """The claims a synthesis stage rolls the reasoner out on: all (``limit`` 0, the
+    paper), else the first ``limit`` of a label interleave (the training split lists its
+    claims grouped by label, so its head would be one label)."""
+    if limit < 0:
+        raise ValueError(f"haris.synth_limit must be >= 0, got {limit}")
+    if not limit:
+        return claims
+    from factrl.datasets.sampling import interleave_labels
+
+    return interleave_labels(claims, seed=seed)[:limit]
 
 
 def _load(model: str, on: Any, base_url: str | None = None) -> Any:
@@ -212,7 +225,8 @@ def train_haris(
         claims = train_claims if prefix == "foundation" else parts[int(prefix[5:]) - 1]
         _say(f"HARIS stage {name}: {len(claims)} claims; reasoner {state['reasoner']}, searcher {state['searcher']}")
         if kind == "synth":
-            run.synth(name, state, claims, first_only=prefix == "foundation")
+            run.synth(name, state, synth_claims(claims, cfg.haris.synth_limit, seed=cfg.haris.seed),
+                      first_only=prefix == "foundation")
         elif kind == "searcher":
             run.searcher(name, state, f"{prefix}/synth")
         else:
