@@ -223,10 +223,11 @@ def train_haris(
             continue
         prefix, kind = name.split("/")
         claims = train_claims if prefix == "foundation" else parts[int(prefix[5:]) - 1]
+        if kind == "synth":
+            claims = synth_claims(claims, cfg.haris.synth_limit, seed=cfg.haris.seed)
         _say(f"HARIS stage {name}: {len(claims)} claims; reasoner {state['reasoner']}, searcher {state['searcher']}")
         if kind == "synth":
-            run.synth(name, state, synth_claims(claims, cfg.haris.synth_limit, seed=cfg.haris.seed),
-                      first_only=prefix == "foundation")
+            run.synth(name, state, claims, first_only=prefix == "foundation")
         elif kind == "searcher":
             run.searcher(name, state, f"{prefix}/synth")
         else:
