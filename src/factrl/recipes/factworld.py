@@ -106,11 +106,16 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
     _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}")
 
 
-def _is_rar(r: FactworldRecipe) -> bool:
-    """Binary RAR's recipe: prompts to answer (the worlds' ``rar/`` sets), not claims."""
+def _env_name(r: FactworldRecipe) -> str:
+    """The agent (environment) the recipe's preset, with its overrides, trains."""
     from factrl.train.config import load_run_config
 
-    return str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name) == "rar"
+    return str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name)
+
+
+def _is_rar(r: FactworldRecipe) -> bool:
+    """Binary RAR's recipe: prompts to answer (the worlds' ``rar/`` sets), not claims."""
+    return _env_name(r) == "rar"
 
 
 def _grpo_config(r: FactworldRecipe, out: Path, control: str) -> Any:
@@ -314,9 +319,8 @@ def heldout_claims(r: FactworldRecipe, out: Path) -> list[Claim]:
     from factrl.datasets.sampling import interleave_labels
 
     from factrl.recipes.factworld_haris import label_mix
-    from factrl.train.config import load_run_config
 
-    env = str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name)
+    env = _env_name(r)
     name, where = ("rar_prompts", out / "heldout" / "rar") if env == "rar" else ("factworld", out / "heldout")
     claims = [c for split in ("train", "dev", "test") for c in load_dataset(name, where, split).claims]
     return interleave_labels(claims, seed=0, weights=label_mix(env))[: r.heldout_claims]
