@@ -42,3 +42,22 @@ def test_the_report_breaks_accuracy_down_by_gold_label_with_predicted_counts(tmp
     text = (out / "report.md").read_text()
     assert "REFUTE right (fixed / broken, p)" in text and "predicted SUPPORT / REFUTE / NOT ENOUGH INFO" in text
     assert f"| grpo@100% | {n['SUPPORT']} of {n['SUPPORT']} (0 / 0, 1) | 0 of {n['REFUTE']} (0 / {n['REFUTE']}," in text
+    assert warm["collapsed_to"] is None and grpo["collapsed_to"] is None  # two labels of three: no collapse
+    assert "collapsed policy" not in text
+
+
+def test_a_stage_that_gives_one_answer_to_every_claim_is_flagged_as_collapsed(tmp_path):
+    clean = _teach(tmp_path, "clean")
+    one = _teach(tmp_path, "one", teacher_confusion="SUPPORT->NOT ENOUGH INFO:1.0,REFUTE->NOT ENOUGH INFO:1.0")
+    out = tmp_path / "report"
+    shutil.copytree(clean / "teach", out / "eval" / "warmup")
+    shutil.copytree(one / "teach", out / "eval" / "grpo-100pct")
+    result = write_report(FactworldRecipe(**TINY), {}, out, {"warmup": None, "grpo@100%": None})
+    warm, grpo = result["stages"]
+    n = sum(grpo["predicted"].values())
+    assert grpo["predicted"] == {"NOT ENOUGH INFO": n}
+    assert grpo["collapsed_to"] == "NOT ENOUGH INFO" and warm["collapsed_to"] is None
+    # right on every NOT ENOUGH INFO claim: fixes nothing the warm-up missed, yet the note must say why
+    text = (out / "report.md").read_text()
+    assert f"**grpo@100% answers NOT ENOUGH INFO to {n} of {n} claims**: a collapsed policy" in text
+    assert "warmup answers" not in text

@@ -93,6 +93,34 @@ def _label_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+COLLAPSE_SHARE = 0.9  # one answer for at least this share of the claims: a collapsed policy
+
+
+def _collapse(row: dict[str, Any]) -> str | None:
+    """The one answer (a label, or "unread") a stage gives to at least ``COLLAPSE_SHARE``
+    of the claims, else None."""
+    predicted = row.get("predicted", {})
+    total = sum(predicted.values())
+    top = max(predicted, key=predicted.get, default=None)
+    return top if total and predicted[top] >= COLLAPSE_SHARE * total else None
+
+
+def _collapse_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """A warning per collapsed stage: its accuracy is that label's share of the claims, and
+    a McNemar test against the warm-up then measures a moved prior, not verification."""
+    lines = []
+    for row in rows:
+        top = row.get("collapsed_to")
+        if top is None:
+            continue
+        n, k = sum(row["predicted"].values()), row["predicted"][top]
+        what = "reads no label from" if top == "unread" else f"answers {top} to"
+        lines.append(f"- **{row['stage']} {what} {k} of {n} claims**: a collapsed policy. Its accuracy is "
+                     + ("0 by format alone" if top == "unread" else "that label's share of the claims")
+                     + "; fixed / broken against the warm-up measure a moved label prior, not verification.")
+    return ["", *lines] if lines else []
+
+
 def _component_by_id(d: Path, key: str) -> dict[str, float]:
     """Binary RAR: one reward component per prompt (e.g. ``supported_sentences``)."""
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
@@ -169,6 +197,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         if not rar:
             labels = _labels_by_id(d, two_way)
             row.update(_by_label(labels, labels if name == "warmup" else base_labels))
+            row["collapsed_to"] = _collapse(row)
         meteor = _meteor_by_id(d)
         if meteor:
             row["question_meteor"] = sum(meteor.values()) / len(meteor)
@@ -201,7 +230,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         fb = f"{row['fixed_vs_warmup']} / {row['broken_vs_warmup']}" if "mcnemar_p" in row else ""
         p = f"{row['mcnemar_p']:.2g}" if "mcnemar_p" in row else ""
         lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
-    lines += [] if rar else _label_table(rows)
+    lines += [] if rar else _label_table(rows) + _collapse_notes(rows)
     staged = [row for row in rows if "question_meteor" in row]
     if staged:
         lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]
