@@ -79,10 +79,13 @@ def find_tokenizer(arg: str | None) -> Path:
 
 
 def build_model(name: str, tok_dir: Path, root: Path, device: str, dtype) -> Path:  # noqa: ANN001
-    """A random-weight model of ``name``'s shapes saved with the tokenizer (seed 0)."""
+    """A random-weight model of ``name``'s shapes saved with the tokenizer (seed 0); a
+    ``name`` that is a model folder (real weights, e.g. the embedded model's cache) as is."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    if name not in CONFIGS and (Path(name) / "config.json").is_file():
+        return Path(name)
     out = root / name
     if (out / "config.json").is_file():
         return out
@@ -241,7 +244,8 @@ def grpo_figures(path: Path, args: argparse.Namespace, results: list[dict]) -> N
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", help="A folder with SmolLM2's tokenizer files (default: the embedded model's).")
-    ap.add_argument("--models", default="smollm2-135m,qwen2.5-0.5b,qwen2.5-1.5b")
+    ap.add_argument("--models", default="smollm2-135m,qwen2.5-0.5b,qwen2.5-1.5b",
+                    help="configurations above (random weights) or model folders (real weights)")
     ap.add_argument("--grpo-model", default="smollm2-135m")
     ap.add_argument("--batches", default="32,256")
     ap.add_argument("--new", type=int, default=128)
