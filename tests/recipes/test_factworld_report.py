@@ -61,3 +61,21 @@ def test_a_stage_that_gives_one_answer_to_every_claim_is_flagged_as_collapsed(tm
     text = (out / "report.md").read_text()
     assert f"**grpo@100% answers NOT ENOUGH INFO to {n} of {n} claims**: a collapsed policy" in text
     assert "warmup answers" not in text
+
+
+def test_a_control_that_trained_nothing_is_called_vacuous_not_a_null(tmp_path):
+    import json
+
+    clean = _teach(tmp_path, "clean")
+    out = tmp_path / "report"
+    shutil.copytree(clean / "teach", out / "eval" / "warmup")
+    for control, norms in (("invert_mask", [0.0, 0.0, 0.0]), ("flip_advantage", [0.0, 0.03, 0.05])):
+        (out / f"grpo-{control}").mkdir(parents=True)
+        rows = [{"step": i + 1, "grad_norm": g, "reward": 0.1} for i, g in enumerate(norms)]
+        (out / f"grpo-{control}" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = FactworldRecipe(**TINY, controls=("flip_advantage", "invert_mask"))
+    result = write_report(recipe, {}, out, {"warmup": None})
+    assert result["vacuous_controls"] == {"invert_mask": 3}  # flip_advantage moved the weights once: not vacuous
+    text = (out / "report.md").read_text()
+    assert "**control invert_mask trained nothing**: grad norm 0 at all 3 updates" in text
+    assert "control flip_advantage trained nothing" not in text

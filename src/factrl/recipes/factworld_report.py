@@ -121,6 +121,20 @@ def _collapse_notes(rows: list[dict[str, Any]]) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def _vacuous_controls(out: Path, controls: tuple[str, ...]) -> dict[str, int]:
+    """Control runs whose every logged update had a zero gradient -> their update count: a
+    control that trains nothing cannot fail the way the benchmark needs it to."""
+    from factrl.train.callbacks import read_metrics
+
+    found = {}
+    for control in controls:
+        norms = [row["grad_norm"] for log in sorted((out / f"grpo-{control}").glob("**/metrics.jsonl"))
+                 for row in read_metrics(log) if row.get("grad_norm") is not None]
+        if norms and all(float(g) == 0.0 for g in norms):
+            found[control] = len(norms)
+    return found
+
+
 def _component_by_id(d: Path, key: str) -> dict[str, float]:
     """Binary RAR: one reward component per prompt (e.g. ``supported_sentences``)."""
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
@@ -213,7 +227,8 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         for log in logs:
             png = plot_curves(log, log.parent / "curves.png")
             curves[control if log.parent == run else f"{control} {log.parent.relative_to(run)}"] = str(png) if png else None
-    result = {"recipe": recipe, "stages": rows, "curves": curves}
+    vacuous = _vacuous_controls(out, r.controls)
+    result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
@@ -238,6 +253,9 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             diff = f"{row['meteor_diff_vs_warmup']:+.4f}" if "meteor_p" in row else ""
             p = f"{row['meteor_p']:.2g}" if "meteor_p" in row else ""
             lines.append(f"| {row['stage']} | {row['question_meteor']:.4f} | {diff} | {p} |")
+    lines += ["", *(f"- **control {c} trained nothing**: grad norm 0 at all {k} updates (no token left in its "
+                    "loss, e.g. invert_mask on an agent whose episodes hold no observation tokens); its null "
+                    "result says nothing about the trainer." for c, k in vacuous.items())] if vacuous else []
     lines += ["", *(f"Curves ({c}): {p}" for c, p in curves.items() if p)]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return result
