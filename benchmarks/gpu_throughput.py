@@ -14,10 +14,10 @@ Prints one JSON line per figure and writes them all to ``--out``:
 - seconds per GRPO update, online Veri-R1 (``veri_r1_online_cpu`` with bf16, BM25 over the
   bundled demo corpus, the demo claims repeated), at ``--grpo`` shapes (prompts x rollouts).
 
-One command on a GPU machine with no network (wheels for what it lacks in ``.whl/``)::
+One command on a GPU machine with no network (wheels for what it lacks in ``.whl/``; the
+script installs them into ``--work``/site and re-runs itself with them on PYTHONPATH)::
 
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site:src python3 benchmarks/gpu_throughput.py --tokenizer .dev/tok --out $OUT/gpu.json
+    python3 benchmarks/gpu_throughput.py --wheels .whl --tokenizer .dev/tok --out $OUT/gpu.json
 
 On a CPU (a dry run of the script itself): ``--models tiny-llama --grpo-model tiny-llama
 --batches 4 --new 8 --grpo 2x2 --grpo-steps 2``.
@@ -33,6 +33,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# GPU images often carry JAX, which takes 75 % of the card when anything touches it
+# (`import factrl` sets this too; the script's own process may touch it first).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 CONFIGS = {
     "smollm2-135m": dict(
@@ -241,8 +245,25 @@ def grpo_figures(path: Path, args: argparse.Namespace, results: list[dict]) -> N
         emit(results, row)
 
 
+def install_wheels(wheels: Path, site: Path) -> None:
+    """Install every wheel in ``wheels`` (no index, no dependencies) into ``site``, then
+    re-run this script with ``site`` and the checkout's ``src`` first on PYTHONPATH (its
+    subprocesses inherit it)."""
+    whls = sorted(str(w) for w in Path(wheels).glob("*.whl"))
+    if not whls:
+        sys.exit(f"--wheels {wheels}: no .whl files there")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                    "--upgrade", "--target", str(site), *whls], check=True)
+    src = Path(__file__).resolve().parents[1] / "src"
+    path = [str(site), str(src), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "FACTRL_BENCH_SITE": str(site)}
+    os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]], env)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wheels", help="A folder of wheels for what this machine lacks (installed, then the "
+                    "script re-runs itself with them).")
     ap.add_argument("--tokenizer", help="A folder with SmolLM2's tokenizer files (default: the embedded model's).")
     ap.add_argument("--models", default="smollm2-135m,qwen2.5-0.5b,qwen2.5-1.5b",
                     help="configurations above (random weights) or model folders (real weights)")
@@ -257,6 +278,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: one model's decode figures, in this process
     args = ap.parse_args()
+    if args.wheels and not os.environ.get("FACTRL_BENCH_SITE"):
+        install_wheels(Path(args.wheels), Path(args.work) / "site")
     import torch
 
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
