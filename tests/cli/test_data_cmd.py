@@ -92,3 +92,18 @@ def test_eval_runs_on_the_factworld_dataset(world: Path, tmp_path: Path) -> None
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["n"] == 3 and set(metrics["per_label"]) == {"SUPPORT", "REFUTE", "NOT ENOUGH INFO"}
     assert "per_hops" in metrics
+
+
+def test_the_haris_teacher_reports_its_two_way_accuracy(world: Path, tmp_path: Path) -> None:
+    from factrl.retrieval.index import build_index
+
+    build_index(world / "corpus.jsonl", tmp_path / "ix", progress=False)
+    r = runner.invoke(app, ["train", "teach", "--agent", "haris", "--dataset", "factworld", "--data-dir", str(world),
+                            "--index", str(tmp_path / "ix"), "--limit", "9", "--out", str(tmp_path / "teach")])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "teach" / "haris.json").read_text())
+    # a clean teacher: right on every claim once NOT ENOUGH INFO is read as Refute (three-way it is not)
+    assert summary["accuracy"] == 1.0 and summary["unanswered"] == 0
+    assert "two-way accuracy (HARIS's scale: NOT ENOUGH INFO gold read as Refute) 1.000, unanswered 0" in r.output
+    metrics = json.loads((tmp_path / "teach" / "metrics.json").read_text())
+    assert metrics["per_label"]["NOT ENOUGH INFO"]["label_acc"] == 0.0

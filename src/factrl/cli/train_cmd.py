@@ -276,6 +276,13 @@ def teach(
              rollout=run.spec.rollout,
              run_info={"dataset": dataset, "split": split, "agent": spec.model_dump(mode="json"),
                        "model": teacher.name})
+    if spec.name == "haris":  # the summary line above is three-way; HARIS answers Support / Refute
+        from factrl.metrics.haris_eval import write_haris_metrics
+        from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+
+        two_way = write_haris_metrics(out, read_trajectories(out / TRAJ_FILE), lms={}, reward=None)
+        typer.echo(f"two-way accuracy (HARIS's scale: NOT ENOUGH INFO gold read as Refute) {two_way['accuracy']:.3f}, "
+                   f"unanswered {two_way['unanswered']}")
     typer.echo(f"wrote {out / 'trajectories.jsonl'}")
 
 
