@@ -22,7 +22,7 @@ DOC = REPO / "docs" / "architecture.md"
 
 # Top to bottom. A module may import its own layer and the layers below it.
 LAYERS: list[set[str]] = [
-    {"cli", "demo"},  # entry points
+    {"cli", "demo", "__main__"},  # entry points (`python -m factrl` included)
     {"recipes"},  # multi-stage recipes (train, then evaluate, then report)
     {"train", "teachers"},  # training: algorithms, integrations (verl) | rule-based teachers
     {"evaluate"},  # evaluation runs
