@@ -14,3 +14,13 @@ def test_a_run_recorded_under_an_alias_resumes_under_the_canonical_agent(tmp_pat
     assert json.loads(path.read_text())["agent"] == {"name": "veri_r1", "params": {"mode": "offline"}}
     with pytest.raises(RunMismatchError, match="agent"):
         check_run_info(path, {"agent": {"name": "veri_r1", "params": {"mode": "online"}}, "model": "m"}, force=False)
+
+
+def test_json_is_replaced_whole_never_left_half_written(tmp_path) -> None:
+    from factrl.runs.info import write_json_atomic
+
+    path = tmp_path / "recipe.json"
+    path.write_text('{"old": 1}\n')
+    write_json_atomic(path, {"new": [1, 2]})
+    assert json.loads(path.read_text()) == {"new": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == ["recipe.json"]  # no temporary file left behind

@@ -375,6 +375,7 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran.
     ``runs`` limits the GRPO runs trained and evaluated to these names ("none" = the real
     one, or controls of ``r.controls``), so runs can go in parallel processes."""
+    from factrl.runs.info import write_json_atomic
     from factrl.train.controls import check_control
 
     for c in r.controls:
@@ -394,7 +395,7 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
                    and before.get(k, defaults.get(k)) != now[k]]  # a setting added later: its default
         if changed:
             raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
-    recorded.write_text(json.dumps(_recipe_json(r), indent=2) + "\n")
+    write_json_atomic(recorded, _recipe_json(r))  # parallel processes of one run read it as it is written
     if r.teacher_reasoning not in ("quote", "compare"):
         raise ValueError(f"teacher_reasoning must be 'quote' or 'compare', got {r.teacher_reasoning!r}")
     t0 = time.perf_counter()

@@ -4,10 +4,11 @@ settings a run directory already holds so results of different settings never mi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUN_INFO_FILE", "RunMismatchError", "check_run_info", "read_run_info"]
+__all__ = ["RUN_INFO_FILE", "RunMismatchError", "check_run_info", "read_run_info", "write_json_atomic"]
 
 RUN_INFO_FILE = "run.json"
 # run.json keys that may change between a run and its resumption.
@@ -57,3 +58,12 @@ def read_run_info(run_dir: Path) -> dict[str, Any]:
     """The settings ``run_dir`` records (``{}`` when it records none)."""
     path = Path(run_dir) / RUN_INFO_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON so that a concurrent reader (another process of the
+    same run) sees the old file or the new one, never a half-written one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
