@@ -8,7 +8,14 @@
 # Environment: FACTRL (default `factrl`), PRESET (veri_r1_factworld_cpu), STEPS (GRPO
 # updates, 160), MINUTES (GRPO time cap per run, 3.5), SHAPE (prompts x rollouts per
 # update, 4x8), DEVICE (cuda), DTYPE (float32), CONTROL (flip_advantage; empty: none).
-# Writes OUT_DIR/report.md, report.json and the logs of each process.
+# Writes OUT_DIR/report.md, results.json and the logs of each process.
+#
+# Veri-R1 online (run on an H200, docs/benchmarks.md "Does the RL teach?"):
+#   STEPS=160 MINUTES=2 bash benchmarks/factworld_gpu.sh /tmp/fwg --recipe eval_batch=256
+# HARIS on 3-hop claims, 10x the CPU preset's updates per stage (dry-run on the CPU only):
+#   PRESET=haris_factworld_cpu SHAPE=4x4 bash benchmarks/factworld_gpu.sh /tmp/fwh --recipe hops=3 \
+#     --recipe entities=100 --recipe claims=600 --recipe heldout_claims=150 --recipe teacher_claims=300 \
+#     --recipe teacher_noise=0.3 --recipe eval_batch=256 --set haris.steps_per_stage=20 --set haris.synth_limit=240
 set -u
 out=${1:?usage: factworld_gpu.sh OUT_DIR [options]}; shift
 FACTRL=${FACTRL:-factrl}
