@@ -271,45 +271,19 @@ def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, P
 
         stages.update(factworld_haris.stages(cfg, out, control, out / "warmup" / "final", r.checkpoints))
         return stages
+    from factrl.recipes.checkpoints import last_step, merged_model
+
     run = Path(cfg.output_dir)
     steps = cfg.grpo.max_steps
-    done = _last_step(run)  # a time budget can end a run before max_steps
+    done = last_step(run)  # a time budget can end a run before max_steps
     marks = [m for m in sorted({max(1, round(steps * f)) for f in r.checkpoints}) if m < done]
     if (run / "final" / "config.json").is_file() or (run / "final" / "adapter_config.json").is_file():
         marks.append(done)
     for m in marks if control == "none" else marks[-1:]:
         name = ("grpo" if control == "none" else f"control-{control}") + f"@{round(100 * m / steps)}%"
         src = run / "final" if m == done else run / f"checkpoint-{m}"
-        stages[name] = _merged(src, out / "warmup" / "final", out / "models" / name.replace("@", "-").replace("%", "pct"))
+        stages[name] = merged_model(src, out / "warmup" / "final", out / "models" / name.replace("@", "-").replace("%", "pct"))
     return stages
-
-
-def _last_step(run: Path) -> int:
-    """The last optimiser step a GRPO run logged (0 when none)."""
-    from factrl.train.callbacks import read_metrics
-
-    return max((int(r.get("step", 0)) for r in read_metrics(run / "metrics.jsonl")), default=0)
-
-
-def _merged(src: Path, base: Path, dest: Path) -> Path:
-    """A full model directory for ``src``: itself when it holds one, else its LoRA adapter
-    merged into ``base`` (written once to ``dest``)."""
-    if (src / "config.json").is_file() and not (src / "adapter_config.json").is_file():
-        return src
-    if (dest / "config.json").is_file():
-        return dest
-    if not (src / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"{src} holds neither a model nor a LoRA adapter (did GRPO reach that step?)")
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    merged = PeftModel.from_pretrained(model, str(src)).merge_and_unload()
-    dest.mkdir(parents=True, exist_ok=True)
-    merged.save_pretrained(dest)
-    AutoTokenizer.from_pretrained(str(base)).save_pretrained(dest)
-    return dest
 
 
 def heldout_claims(r: FactworldRecipe, out: Path) -> list[Claim]:
