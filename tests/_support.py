@@ -243,3 +243,25 @@ class KeywordVerifier:
             else:
                 rows.append([0.1, 0.1, 0.8])
         return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+
+
+def best_seconds(fn, *args, repeats: int = 2) -> float:
+    """The best wall time of ``repeats`` calls of ``fn(*args)``: for tests that compare a
+    hostile input's time with a plain one's (the machine's speed and load cancel out)."""
+    import time
+
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(*args)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def linear_budget(fn, plain: str) -> float:
+    """What ``fn`` may spend on a hostile text of ``plain``'s size: 50 times its time on
+    ``plain`` plus 20 plain Python passes over it (what a linear but unhurried reader may
+    spend; both scale with the machine's load) plus 50 ms for timer noise. A reader that
+    backtracks or re-scans quadratically is far past it at 100 kB."""
+    return (50 * best_seconds(fn, plain, repeats=3)
+            + 20 * best_seconds(lambda t: sum(1 for ch in t if ch == "<"), plain, repeats=3) + 0.05)

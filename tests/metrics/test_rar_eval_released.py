@@ -137,8 +137,8 @@ def test_the_linear_readers_equal_the_released_regexes_on_random_texts():
     released regexes (quadratic on hostile input) by find calls: equal on 20,000 texts."""
     import random
     import re
-    import time
 
+    from _support import best_seconds, linear_budget
     from factrl.metrics.rar_eval_released import fenced
     from factrl.rewards.rar_released import released_content
 
@@ -165,6 +165,11 @@ def test_the_linear_readers_equal_the_released_regexes_on_random_texts():
         assert released_content(text) == (m.group(2) if m else text), repr(text)
         assert final_answer(text) == reference_final(text), repr(text)
     hostile = "<think>" * 20_000 + "```" + " " * 20_000 + "<answer>" * 10_000
-    t0 = time.perf_counter()
-    fenced(hostile), released_content(hostile), final_answer(hostile)
-    assert time.perf_counter() - t0 < 0.5
+    plain = ("a" * 9 + " ") * (len(hostile) // 10)
+
+    def parse_all(text):
+        return fenced(text), released_content(text), final_answer(text)
+
+    # Relative to a plain text of the same size (the machine's load cancels out): a
+    # backtracking pattern takes seconds here.
+    assert best_seconds(parse_all, hostile) < linear_budget(parse_all, plain)
