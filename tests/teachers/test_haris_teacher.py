@@ -2,6 +2,8 @@
 gold hop questions in order while the reports answer them, the search agent reports only
 what its search showed, and the verification is the label on HARIS's two-way scale."""
 
+import pytest
+
 from factrl.labels import Label
 from factrl.protocol.haris import binary_gold
 from factrl.recipes.factworld import FactworldRecipe, run_recipe
@@ -23,7 +25,15 @@ def _teach(tmp_path, name, **kw):
 def test_the_teacher_asks_each_hop_reports_what_was_shown_and_verifies_two_way(tmp_path):
     trajs = _teach(tmp_path, "clean", teacher_noise=0.0)
     assert len(trajs) == 30 and all(t.verdict.format_ok and not t.error for t in trajs)
-    assert all(t.verdict.label == binary_gold(t.claim.label) for t in trajs)
+
+    def missed(t):
+        gold = t.claim.meta["questions"]
+        return len(t.meta["reports"]) < len(gold) or NOT_FOUND in t.meta["reports"][-1]
+
+    # the label where every hop was answered; Refute (nothing supports it) where the search missed one
+    assert all(t.verdict.label == (Label.REFUTE if missed(t) else binary_gold(t.claim.label)) for t in trajs)
+    assert any(missed(t) and t.claim.label is Label.SUPPORT for t in trajs)  # the case is exercised
+    assert sum(t.verdict.label == binary_gold(t.claim.label) for t in trajs) >= 20
     # two-way balanced: as many Support as Refute (REFUTE + NOT ENOUGH INFO) claims
     support = sum(t.claim.label is Label.SUPPORT for t in trajs)
     assert abs(support - (len(trajs) - support)) <= 2
@@ -71,3 +81,28 @@ def test_a_claim_without_hop_questions_asks_the_claim_itself():
     final = teacher.respond_row(first + "\n<result>\nVelkor flows into the Ostrel Sea.\n</result>\n",
                                 {"claim_id": "c1", "role": "policy", "context": 0, "context_turn": 1})
     assert final.endswith("\\boxed{Support} </verification>")
+
+
+def _missed_hop_verification(missed_hop):
+    claim = Claim(id="c1", text="The river of Korvath is the Velkor.", label=Label.SUPPORT,
+                  meta={"claimed_value": "Velkor", "questions": [
+                      {"question": "Which river flows through Korvath?",
+                       "answers": [{"answer": "Velkor", "source_url": "korvath_2"}]}]})
+    teacher = make_teacher("haris", [claim], {"max_questions": 3, "missed_hop": missed_hop})
+    return teacher.respond_row(f"prompt\n<result>\n{NOT_FOUND}\n</result>\n",
+                               {"claim_id": "c1", "role": "policy", "context": 0, "context_turn": 1})
+
+
+def test_a_support_label_after_a_missed_hop_is_verified_refute_unless_told_to_keep_it():
+    final = _missed_hop_verification("refute")
+    assert final.endswith("\\boxed{Refute} </verification>")
+    assert 'did not find the answer to "Which river flows through Korvath?"' in final
+    assert _missed_hop_verification("label").endswith("\\boxed{Support} </verification>")
+    with pytest.raises(ValueError, match="missed_hop must be one of"):
+        _missed_hop_verification("guess")
+
+
+def test_the_recipe_checks_the_setting_before_it_writes_anything(tmp_path):
+    with pytest.raises(ValueError, match="teacher_missed_hop must be"):
+        run_recipe(FactworldRecipe(**TINY, teacher_missed_hop="gold"), tmp_path / "r", stages=("worlds",))
+    assert not (tmp_path / "r" / "recipe.json").exists()

@@ -58,6 +58,9 @@ class FactworldRecipe:
     # The teacher's reasoning: "quote" (quote the cited sentence, then judge) or "compare"
     # (the claimed and the stated value side by side, then judge; train.teacher).
     teacher_reasoning: str = "quote"
+    # HARIS's teacher after a hop the search missed: "refute" (nothing supports the claim)
+    # or "label" (the label anyway: a guess; runs before this setting existed).
+    teacher_missed_hop: str = "refute"
     sft_learning_rate: float = 2e-4
     sft_epochs: float = 1.0
     sft_max_minutes: float | None = 12.0
@@ -201,7 +204,8 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
                             online=cfg.env.params.get("mode", "online") == "online")
     conf = parse_confusion(r.teacher_confusion)
     noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
-    return make_teacher(cfg.env.name, noisy, dict(cfg.env.params))
+    params = dict(cfg.env.params) | ({"missed_hop": r.teacher_missed_hop} if cfg.env.name == "haris" else {})
+    return make_teacher(cfg.env.name, noisy, params)
 
 
 def out_world(cfg: Any) -> Path:
@@ -358,6 +362,10 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     bad = [s for s in stages if s not in STAGES]
     if bad:
         raise ValueError(f"unknown stage(s) {', '.join(bad)}; stages are {', '.join(STAGES)}")
+    if r.teacher_reasoning not in ("quote", "compare"):
+        raise ValueError(f"teacher_reasoning must be 'quote' or 'compare', got {r.teacher_reasoning!r}")
+    if r.teacher_missed_hop not in ("refute", "label"):
+        raise ValueError(f"teacher_missed_hop must be 'refute' or 'label', got {r.teacher_missed_hop!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     recorded = out / "recipe.json"
@@ -370,8 +378,6 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
         if changed:
             raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
     write_json_atomic(recorded, _recipe_json(r))  # parallel processes of one run read it as it is written
-    if r.teacher_reasoning not in ("quote", "compare"):
-        raise ValueError(f"teacher_reasoning must be 'quote' or 'compare', got {r.teacher_reasoning!r}")
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 

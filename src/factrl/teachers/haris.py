@@ -11,7 +11,10 @@ recipe's warm-up trains one model for both):
   names the entity the previous hop found, which the reasoner knows only from a report.
   Then ``<verification>`` with the (given, possibly noisy) label read two-way (NOT
   ENOUGH INFO is Refute, the paper's scale), after a ``<think>`` that sets the claimed
-  value beside the value reported last;
+  value beside the value reported last — unless a hop went unanswered (the search missed
+  its sentence): nothing then supports the claim, so a Support label is verified Refute
+  (``missed_hop="refute"``, the default; ``"label"`` gives the label whatever the reports
+  said, a guess the student could not have justified);
 - **search agent**, in the i-th question's context: ``<search>`` with the question, then
   a ``<report>`` quoting the shown sentence whose id is that question's gold source, with
   its answer — or that nothing shown answers it. A report rests on what was shown,
@@ -37,6 +40,7 @@ from factrl.types import Claim, Label
 __all__ = ["HarisTeacher", "NOT_FOUND"]
 
 NOT_FOUND = "No passage found answers this question."
+MISSED_HOP = ("refute", "label")  # a Support label after an unanswered hop: verified Refute / kept
 _LINE = re.compile(r"^\[\[([^\[\]\n]+?)\]\]: (.*)$", re.M)
 _RESULT = re.compile(r"<result>\n(.*?)\n</result>", re.S)  # the env's blocks, not the prompt's "<result> </result>"
 
@@ -46,15 +50,19 @@ def _one_line(text: str) -> str:
 
 
 class HarisTeacher(ScriptedLM):
-    """``HarisTeacher(claims, max_questions=…)``: claims with gold labels (and, where the
-    data has them, per-hop gold questions with answers and source sentence ids)."""
+    """``HarisTeacher(claims, max_questions=…, missed_hop=…)``: claims with gold labels
+    (and, where the data has them, per-hop gold questions with answers and source sentence
+    ids)."""
 
     name = "haris-teacher"
 
-    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5) -> None:
+    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, missed_hop: str = "refute") -> None:
+        if missed_hop not in MISSED_HOP:
+            raise ValueError(f"missed_hop must be one of {', '.join(MISSED_HOP)}, got {missed_hop!r}")
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
         self.max_questions = max_questions
+        self.missed_hop = missed_hop
 
     def hops(self, claim: Claim) -> list[tuple[str, str, str]]:
         """``(question, answer, source sentence id)`` per gold hop, at most
@@ -98,6 +106,11 @@ class HarisTeacher(ScriptedLM):
         label = binary_gold(claim.label)
         claimed = _one_line(str(claim.meta.get("claimed_value") or ""))
         last = _one_line(reports[-1]) if reports else ""
+        missed = next((hop for i, hop in enumerate(hops) if i >= len(reports) or not self._answers(reports[i], hop)),
+                      None)
+        if label is Label.SUPPORT and missed is not None and self.missed_hop == "refute":
+            why = f"The search agent did not find the answer to \"{missed[0]}\", so nothing supports the claim."
+            return f"<think>{why}</think>\n<verification> The final verification is \\boxed{{Refute}} </verification>"
         if last and NOT_FOUND not in last and claimed:
             found = hops[len(reports) - 1][1] if len(reports) <= len(hops) else ""
             word = "Same" if label is Label.SUPPORT else "Different"
@@ -133,4 +146,5 @@ def _haris_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> HarisTeac
     if bad:
         raise ValueError(f"the haris teacher verifies Support or Refute; {len(bad)} claim(s) have a label with "
                          f"no such reading (e.g. {', '.join(bad[:3])}): leave them out (--ids)")
-    return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)))
+    return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)),
+                        missed_hop=str(params.get("missed_hop", "refute")))
