@@ -206,3 +206,13 @@ def test_warm_up_schedule_and_loss_type_reach_the_trainer(tiny_model, tmp_path):
     assert all(torch.equal(before[k], after_warm_up[k]) for k in before)
     after = _weights(final)
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_curves_draw_profacts_process_rewards(tmp_path):
+    rows = [{"step": s, "reward": 1.5, "rewards/reward_total/mean": 1.5, "rewards/reward_label/mean": 0.3,
+             "rewards/reward_question/mean": 0.9, "rewards/reward_qa/mean": 0.7} for s in (1, 2)]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert curve_series(read_metrics(path))["Rollout rewards"] == {
+        "total": ([1, 2], [1.5, 1.5]), "label": ([1, 2], [0.3, 0.3]),
+        "question METEOR": ([1, 2], [0.9, 0.9]), "question-answer METEOR": ([1, 2], [0.7, 0.7])}

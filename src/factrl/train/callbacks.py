@@ -83,7 +83,9 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 CURVE_PANELS: list[tuple[str, str, tuple[float, float] | None, list[tuple[str, str]]]] = [
     ("Rollout rewards", "mean reward", None, [
         ("rewards/reward_total/mean", "total"),
-        ("rewards/reward_label/mean", "label (2 if correct)"),
+        ("rewards/reward_label/mean", "label"),
+        ("rewards/reward_question/mean", "question METEOR"),  # ProFact's process rewards
+        ("rewards/reward_qa/mean", "question-answer METEOR"),
         ("rewards/reward_evidence/mean", "evidence IoU"),
         ("rewards/reward_format/mean", "format"),
         ("rewards/reward_unaltered/mean", "total before a control (factrl.train.controls)"),
