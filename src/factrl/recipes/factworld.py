@@ -364,8 +364,10 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
         raise ValueError(f"unknown stage(s) {', '.join(bad)}; stages are {', '.join(STAGES)}")
     if r.teacher_reasoning not in ("quote", "compare"):
         raise ValueError(f"teacher_reasoning must be 'quote' or 'compare', got {r.teacher_reasoning!r}")
-    if r.teacher_missed_hop not in ("refute", "label"):
-        raise ValueError(f"teacher_missed_hop must be 'refute' or 'label', got {r.teacher_missed_hop!r}")
+    from factrl.teachers.haris import MISSED_HOP
+
+    if r.teacher_missed_hop not in MISSED_HOP:
+        raise ValueError(f"teacher_missed_hop must be one of {', '.join(MISSED_HOP)}, got {r.teacher_missed_hop!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     recorded = out / "recipe.json"
