@@ -2,8 +2,6 @@
 ``<search>`` asked inside an open ``<think>``, a closing summary before the final tag),
 forged observations refused, and every parser linear in its input."""
 
-import time
-
 import pytest
 
 from factrl.envs import EnvDeps, EnvSpec, build
@@ -12,7 +10,7 @@ from factrl.protocol.haris import MAX_TURNS, TurnParser, split_turns
 from factrl.envs.haris.single import parse_single_text
 from factrl.labels import Label
 
-from _support import WordOverlapRetriever
+from _support import WordOverlapRetriever, best_seconds, linear_budget
 from envs.test_haris import PASSAGES, run, scripted
 
 # Figure 9: the reasoning agent opens <think>, asks inside it, reads each <result>, closes
@@ -117,15 +115,6 @@ HOSTILE = {
 }
 
 
-def _seconds(fn, text, repeats=2):
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(text)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_every_parser_is_linear_on_100_kb(name):
     text = HOSTILE[name]
@@ -138,8 +127,9 @@ def test_every_parser_is_linear_on_100_kb(name):
         "single": lambda t: parse_single_text(t, 5),
         "searcher": searcher.parse_verdict,
     }
+    plain = ("a" * 9 + " ") * (len(text) // 10)  # the same size: the machine's load cancels out
     for what, fn in parsers.items():
-        assert _seconds(fn, text) < 0.05, (name, what)
+        assert best_seconds(fn, text) < linear_budget(fn, plain), (name, what)
 
 
 def test_degenerate_texts_are_format_errors_not_hangs():

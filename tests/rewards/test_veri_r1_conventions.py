@@ -10,7 +10,6 @@ differ only where a case breaks one of the listed rules (``CONVENTION_DIFFERENCE
 from __future__ import annotations
 
 import json
-import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from factrl.rollout import run_episodes
 from factrl.train.verl.reward import compute_score, response_turns, strip_system_information
 from factrl.types import Claim, EvidenceRef, Passage, Trajectory, Verdict
 
-from _support import WordOverlapRetriever
+from _support import WordOverlapRetriever, best_seconds
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "veri_r1_authors_code.json"
 PAPER = VeriR1Reward(VeriR1RewardConfig())
@@ -267,18 +266,9 @@ HOSTILE = {
 
 def test_authors_parser_is_linear_on_hostile_text() -> None:
     normal = PLAN + (SEARCH + "\n\n<information>\n[[a]]: x\n</information>\n\n" + THINK) * 900 + ANSWER
-
-    def seconds(text: str) -> float:
-        best = float("inf")
-        for _ in range(2):
-            start = time.perf_counter()
-            parse_authors(text)
-            best = min(best, time.perf_counter() - start)
-        return best
-
     assert 80_000 <= len(normal) <= 120_000
     # Relative to a normal response of the same size, with a floor for timer noise.
-    budget = 50 * seconds(normal) + 0.05
+    budget = 50 * best_seconds(parse_authors, normal) + 0.05
     for name, text in HOSTILE.items():
         assert 80_000 <= len(text) <= 120_000, name
-        assert seconds(text) < budget, name
+        assert best_seconds(parse_authors, text) < budget, name
