@@ -70,3 +70,52 @@ def test_compare_reasoning_sets_the_values_side_by_side_and_stays_consistent_wit
                   evidence=[{"id": "vrimkram_sentence_3", "text": "Vrimkram was founded in 1106."}])
     quoted = NoisyTeacher([plain], noise=0.0, online=False, quote=True, compare=True).respond_row(CONTEXT, {"claim_id": "p"})
     assert quoted.startswith('<think>[[vrimkram_sentence_3]] says: "Vrimkram was founded in 1106."')
+
+
+def test_verdict_errors_keep_the_reading_right_and_make_only_the_conclusion_wrong():
+    claims = [_world_claim("s", "SUPPORT", "1106", "1106"), _world_claim("r", "REFUTE", "1117", "1106"),
+              _world_claim("n", "NOT ENOUGH INFO", "1117", None)]
+    slips = NoisyTeacher(claims, noise=0.0, online=False, quote=True, compare=True,
+                         confusion="REFUTE->SUPPORT:1.0,SUPPORT->NEI:1.0,NEI->REFUTE:1.0", errors="verdict")
+    said = {c.id: slips.respond_row(CONTEXT, {"claim_id": c.id}) for c in claims}
+    # the values differ and it says so; the conclusion and the label are the confused ones
+    assert "says 1117. [[vrimkram_sentence_3]] says 1106. Different, so the claim is supported." in said["r"]
+    assert "Label: SUPPORT\nEvidence: [[vrimkram_sentence_3]]" in said["r"]
+    # a right reading concluding NOT ENOUGH INFO cites nothing, as any NOT ENOUGH INFO answer
+    assert "says 1106. [[vrimkram_sentence_3]] says 1106. Same, so there is not enough information." in said["s"]
+    assert "Label: NOT ENOUGH INFO\nEvidence: \n" in said["s"]
+    # nothing shown to cite: NOT ENOUGH INFO whatever the confusion (as the consistent teacher)
+    assert "No sentence gives it" in said["n"] and "Label: NOT ENOUGH INFO" in said["n"]
+    # quote reasoning: the judgement phrase reads the evidence, the conclusion slips
+    plain = Claim(id="p", text="Vrimkram was founded in 1117.", label="REFUTE",
+                  evidence=[{"id": "vrimkram_sentence_3", "text": "Vrimkram was founded in 1106."}])
+    quoted = NoisyTeacher([plain], noise=0.0, online=False, quote=True, confusion="REFUTE->SUPPORT:1.0",
+                          errors="verdict").respond_row(CONTEXT, {"claim_id": "p"})
+    assert "This contradicts the claim, so it supports the claim.</think>" in quoted and "Label: SUPPORT" in quoted
+    # the default ("consistent") is unchanged: the reasoning follows the wrong label
+    same = NoisyTeacher([plain], noise=0.0, online=False, quote=True, confusion="REFUTE->SUPPORT:1.0")
+    assert "This states what the claim says, so it supports the claim." in same.respond_row(CONTEXT, {"claim_id": "p"})
+    with pytest.raises(ValueError, match="errors must be one of consistent, verdict"):
+        NoisyTeacher(claims, noise=0.0, online=False, errors="label")
+
+
+def test_the_recipe_teaches_verdict_errors_over_a_right_reading_and_checks_the_setting_first(tmp_path):
+    from factrl.recipes.factworld import FactworldRecipe, run_recipe
+    from factrl.runs.trajectories import read_trajectories
+
+    tiny = dict(preset="veri_r1_factworld_offline_cpu", entities=40, claims=120, heldout_claims=30,
+                paraphrase_rate=0.0, teacher_claims=36, teacher_noise=0.0, device="cpu",
+                teacher_reasoning="compare", teacher_confusion="REFUTE->SUPPORT:1.0")
+    run_recipe(FactworldRecipe(**tiny, teacher_errors="verdict"), tmp_path / "v", stages=("worlds", "teach"))
+    text = (tmp_path / "v" / "teach" / "trajectories.jsonl").read_text()
+    refute = [t for t in read_trajectories(tmp_path / "v" / "teach" / "trajectories.jsonl")
+              if str(t.claim.label) == "REFUTE"]
+    assert refute and all(str(t.verdict.label) == "SUPPORT" for t in refute)
+    assert text.count("Different, so the claim is supported.") == len(refute)
+    assert "Same, so the claim is supported." in text  # the SUPPORT claims, read and judged right
+    with pytest.raises(ValueError, match="teacher_errors must be one of"):
+        run_recipe(FactworldRecipe(**tiny, teacher_errors="label"), tmp_path / "bad", stages=("worlds",))
+    assert not (tmp_path / "bad" / "recipe.json").exists()
+    with pytest.raises(ValueError, match="is for Veri-R1's templated teacher"):
+        run_recipe(FactworldRecipe(**(tiny | {"preset": "profact_factworld_cpu"}), teacher_errors="verdict"),
+                   tmp_path / "pf", stages=("worlds", "teach"))

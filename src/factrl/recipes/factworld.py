@@ -58,6 +58,10 @@ class FactworldRecipe:
     # The teacher's reasoning: "quote" (quote the cited sentence, then judge) or "compare"
     # (the claimed and the stated value side by side, then judge; train.teacher).
     teacher_reasoning: str = "quote"
+    # Where Veri-R1's wrong verdicts go wrong (recipes.noisy_teacher): "consistent" (the
+    # reasoning agrees with the wrong label) or "verdict" (the reasoning reads right, the
+    # conclusion is wrong).
+    teacher_errors: str = "consistent"
     # HARIS's teacher after a hop the search missed: "refute" (nothing supports the claim)
     # or "label" (the label anyway: a guess; runs before this setting existed).
     teacher_missed_hop: str = "refute"
@@ -183,7 +187,7 @@ def _teach(r: FactworldRecipe, out: Path) -> Path:
              # the teacher's ids are characters: budgets in characters, far above a student's
              rollout=RolloutConfig(temperature=0.0, max_new_tokens=2048, max_total_tokens=16384, batch_size=64),
              run_info={"teacher": "noisy", "noise": r.teacher_noise, "seed": r.teacher_seed,
-                       "confusion": r.teacher_confusion}, progress=False)
+                       "confusion": r.teacher_confusion, "errors": r.teacher_errors}, progress=False)
     return d / "trajectories.jsonl"
 
 
@@ -200,8 +204,12 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
         return RarTeacher(world=out_world(cfg), noise=r.teacher_noise, seed=r.teacher_seed)
     if cfg.env.name == "veri_r1":
         return NoisyTeacher(claims, noise=r.teacher_noise, seed=r.teacher_seed, confusion=r.teacher_confusion,
+                            errors=r.teacher_errors,
                             quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
                             online=cfg.env.params.get("mode", "online") == "online")
+    if r.teacher_errors != "consistent":
+        raise ValueError(f"teacher_errors={r.teacher_errors!r} is for Veri-R1's templated teacher; "
+                         f"the {cfg.env.name} teacher's wrong verdicts come with consistent reasoning")
     conf = parse_confusion(r.teacher_confusion)
     noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
     params = dict(cfg.env.params) | ({"missed_hop": r.teacher_missed_hop} if cfg.env.name == "haris" else {})
@@ -364,7 +372,11 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
         raise ValueError(f"unknown stage(s) {', '.join(bad)}; stages are {', '.join(STAGES)}")
     if r.teacher_reasoning not in ("quote", "compare"):
         raise ValueError(f"teacher_reasoning must be 'quote' or 'compare', got {r.teacher_reasoning!r}")
+    from factrl.recipes.noisy_teacher import ERRORS
     from factrl.teachers.haris import MISSED_HOP
+
+    if r.teacher_errors not in ERRORS:
+        raise ValueError(f"teacher_errors must be one of {', '.join(ERRORS)}, got {r.teacher_errors!r}")
 
     if r.teacher_missed_hop not in MISSED_HOP:
         raise ValueError(f"teacher_missed_hop must be one of {', '.join(MISSED_HOP)}, got {r.teacher_missed_hop!r}")

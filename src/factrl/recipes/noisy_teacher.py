@@ -12,6 +12,14 @@ protocol and a judgement that is right only part of the time.
 teacher). Uniform noise leaves the most frequent answer right, so a student's greedy
 verdict can still be right; a confusion above one half teaches a wrong greedy verdict
 that only a training signal from the gold label can undo.
+
+``errors`` says where a wrong verdict goes wrong. ``"consistent"`` (the default): the
+reasoning agrees with the wrong label (``Same, so the claim is supported`` over two
+different values), so the student also learns a wrong reading. ``"verdict"``: the
+reasoning reads the evidence right and only the conclusion is wrong (``The claim says
+1117. [[x]] says 1106. Different, so the claim is supported.``) — a teacher whose answers
+do not follow from its own reasoning. Its student learns the reading cleanly and a
+verdict the reward can correct.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.teachers import TemplateTeacher
 from factrl.types import Claim
 
-__all__ = ["NoisyTeacher", "noisy_label", "parse_confusion"]
+__all__ = ["ERRORS", "NoisyTeacher", "noisy_label", "parse_confusion"]
+
+ERRORS = ("consistent", "verdict")
 
 _LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 
@@ -83,18 +93,28 @@ def noisy_label(claim: Claim, noise: float, seed: int, confusion: Confusion | No
 
 
 class NoisyTeacher(TemplateTeacher):
-    """``NoisyTeacher(claims, noise=0.5, seed=0, confusion=None)``; ``noise=0`` without a
-    confusion is the template teacher."""
+    """``NoisyTeacher(claims, noise=0.5, seed=0, confusion=None, errors="consistent")``;
+    ``noise=0`` without a confusion is the template teacher."""
 
     name = "noisy-teacher"
 
     def __init__(self, claims: Sequence[Claim], *, noise: float, seed: int = 0,
-                 confusion: dict[str, Any] | str | None = None, **kw: Any) -> None:
+                 confusion: dict[str, Any] | str | None = None, errors: str = "consistent", **kw: Any) -> None:
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be in [0, 1], got {noise}")
+        if errors not in ERRORS:
+            raise ValueError(f"errors must be one of {', '.join(ERRORS)}, got {errors!r}")
+        self.errors = errors
+        self.gold = {c.id: c.label for c in claims}
         conf = parse_confusion(confusion)
         noisy = [c.model_copy(update={"label": noisy_label(c, noise, seed, conf)}) for c in claims]
         super().__init__(noisy, **kw)
         self.noise = noise
         self.seed = seed
         self.confusion = conf
+
+    def _read(self, claim: Claim, gold: list) -> Label:
+        if self.errors == "consistent":
+            return super()._read(claim, gold)
+        truth = self.gold.get(claim.id)
+        return Label.NEI if (truth is None or truth is Label.NEI or not gold) else truth

@@ -27,6 +27,8 @@ from factrl.types import Claim
 __all__ = ["TemplateTeacher"]
 
 _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_CONCLUSION = {Label.SUPPORT: "so the claim is supported", Label.REFUTE: "so the claim is refuted",
+               Label.NEI: "so there is not enough information"}
 
 
 class TemplateTeacher(ScriptedLM):
@@ -107,14 +109,21 @@ class TemplateTeacher(ScriptedLM):
         if not self.compare or not chain or claimed in (None, ""):
             return None
         said = f"The claim says {claimed}."
-        if label is Label.NEI:
+        read = self._read(claim, gold)
+        if read is Label.NEI:
             return f"{said} No sentence gives it, so there is not enough information."
         last = chain[-1] if isinstance(chain[-1], dict) else {}
         sid, value = last.get("sentence_id"), last.get("value")
         if not sid or value in (None, "") or sid not in {e.id for e in gold}:
             return None
-        verdict = "Same, so the claim is supported." if label is Label.SUPPORT else "Different, so the claim is refuted."
-        return f"{said} [[{sid}]] says {value}. {verdict}"
+        seen = "Same" if read is Label.SUPPORT else "Different"
+        return f"{said} [[{sid}]] says {value}. {seen}, {_CONCLUSION[label]}."
+
+    def _read(self, claim: Claim, gold: list) -> Label:
+        """What the evidence shown says about ``claim`` — the label the reasoning reads
+        before it concludes. The template teacher's reading and verdict are one label; a
+        teacher wrong only at the verdict (``recipes.noisy_teacher``) reads the gold one."""
+        return Label.NEI if (claim.label is Label.NEI or not gold) else claim.label
 
     def _answer(self, claim: Claim, gold: list, shown: dict[str, str] | None = None) -> str:
         ids = ", ".join(f"[[{e.id}]]" for e in gold)
@@ -124,18 +133,17 @@ class TemplateTeacher(ScriptedLM):
             cited = ids if label_now is not Label.NEI else ""
             return f"<think>{compared}</think>\n<answer>\nLabel: {label_now.value}\nEvidence: {cited}\n</answer>"
         quote = self._quote(gold, shown) if self.quote else ""
-        if claim.label is Label.NEI or not gold:
+        read = self._read(claim, gold)
+        if read is Label.NEI:
             reason = ("None of the information states or contradicts what the claim says."
                       if self.quote else "The information does not say enough to confirm or deny the claim.")
-            label = Label.NEI if not gold else claim.label
-        elif claim.label is Label.SUPPORT:
-            reason = (f"{quote}This states what the claim says, so it supports the claim." if quote
-                      else f"The evidence {ids} states what the claim says, so it supports the claim.")
-            label = claim.label
+            label = Label.NEI
         else:
-            reason = (f"{quote}This contradicts the claim, so it refutes the claim." if quote
-                      else f"The evidence {ids} contradicts the claim, so it refutes the claim.")
             label = claim.label
+            seen = "states what the claim says" if read is Label.SUPPORT else "contradicts the claim"
+            verdict = {Label.SUPPORT: "so it supports the claim", Label.REFUTE: "so it refutes the claim",
+                       Label.NEI: "so there is not enough information"}[label]
+            reason = f"{quote}This {seen}, {verdict}." if quote else f"The evidence {ids} {seen}, {verdict}."
         cited = ids if label is not Label.NEI else ""
         return f"<think>{reason}</think>\n<answer>\nLabel: {label.value}\nEvidence: {cited}\n</answer>"
 
