@@ -56,3 +56,22 @@ def test_the_report_adds_question_meteor_with_a_paired_test(tmp_path):
     assert grpo["question_meteor"] == pytest.approx(warm["question_meteor"])
     assert grpo["meteor_diff_vs_warmup"] == pytest.approx(0.0) and grpo["meteor_p"] == 1.0
     assert "question METEOR" in (out / "report.md").read_text()
+
+
+def test_compare_reasoning_justifies_the_verdict_and_verdict_errors_slip_only_the_conclusion(tmp_path):
+    _, honest = _teach(tmp_path, "compare", teacher_noise=0.0, teacher_reasoning="compare")
+    for t in honest:
+        final = t.turns[-1].text
+        claimed = t.claim.meta["claimed_value"]
+        assert final.startswith(f"<justification>The claim says {claimed}.") and t.verdict.label == (
+            t.claim.label if "does not answer" not in t.meta["qa"][-1]["answer"] else Label.NEI)
+        if t.claim.label is Label.REFUTE and t.verdict.label is Label.REFUTE:
+            assert "Different, so the claim is refuted.</justification>\n<verdict>Refuted</verdict>" in final
+    assert any("Same, so the claim is supported." in t.turns[-1].text for t in honest)
+    _, slips = _teach(tmp_path, "slips", teacher_noise=0.0, teacher_reasoning="compare",
+                      teacher_confusion="REFUTE->SUPPORT:1.0", teacher_errors="verdict")
+    refuted = [t for t in slips if t.claim.label is Label.REFUTE and t.verdict.label is not Label.NEI]
+    assert refuted and all("Different, so the claim is supported." in t.turns[-1].text
+                           and t.verdict.label is Label.SUPPORT for t in refuted)
+    with pytest.raises(ValueError, match="needs a teacher whose reasoning reads the evidence"):
+        _teach(tmp_path, "bare", teacher_noise=0.0, teacher_errors="verdict")

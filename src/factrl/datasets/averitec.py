@@ -33,7 +33,8 @@ from factrl.types import Claim, EvidenceRef
 __all__ = ["AveritecLoader", "answer_text", "qa_evidence_id"]
 
 _META = ("justification", "claim_date", "speaker", "original_claim_url", "fact_checking_article",
-         "reporting_source", "location_ISO_code", "claim_types", "fact_checking_strategies")
+         "reporting_source", "location_ISO_code", "claim_types", "fact_checking_strategies",
+         "claimed_value")  # the last: generated worlds' (factrl.datasets.factworld), not AVeriTeC's
 _ANSWER_KEYS = ("answer", "answer_type", "source_url", "boolean_explanation")
 
 

@@ -55,12 +55,11 @@ class FactworldRecipe:
     # Systematic teacher errors, "GOLD->SAID:RATE,..." (recipes.noisy_teacher.parse_confusion):
     # "REFUTE->SUPPORT:0.6" teaches a warm-up whose greedy verdict on REFUTE claims is wrong.
     teacher_confusion: str = ""
-    # The teacher's reasoning: "quote" (quote the cited sentence, then judge) or "compare"
-    # (the claimed and the stated value side by side, then judge; train.teacher).
+    # The teacher's reasoning: "quote" (Veri-R1: quote the cited sentence, then judge; ProFact:
+    # a bare verdict) or "compare" (the claimed and the stated value side by side, then judge).
     teacher_reasoning: str = "quote"
-    # Where Veri-R1's wrong verdicts go wrong (recipes.noisy_teacher): "consistent" (the
-    # reasoning agrees with the wrong label) or "verdict" (the reasoning reads right, the
-    # conclusion is wrong).
+    # Where wrong verdicts go wrong (recipes.noisy_teacher): "consistent" (the reasoning
+    # agrees with the wrong label) or "verdict" (it reads right; only the conclusion is wrong).
     teacher_errors: str = "consistent"
     # HARIS's teacher after a hop the search missed: "refute" (nothing supports the claim)
     # or "label" (the label anyway: a guess; runs before this setting existed).
@@ -207,12 +206,17 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
                             errors=r.teacher_errors,
                             quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
                             online=cfg.env.params.get("mode", "online") == "online")
-    if r.teacher_errors != "consistent":
-        raise ValueError(f"teacher_errors={r.teacher_errors!r} is for Veri-R1's templated teacher; "
-                         f"the {cfg.env.name} teacher's wrong verdicts come with consistent reasoning")
+    reads = cfg.env.name == "profact" and r.teacher_reasoning == "compare"  # its justification reads the record
+    if r.teacher_errors != "consistent" and not reads:
+        raise ValueError(f"teacher_errors={r.teacher_errors!r} needs a teacher whose reasoning reads the evidence "
+                         f"(Veri-R1's, or ProFact's with teacher_reasoning=compare); the {cfg.env.name} teacher's "
+                         "wrong verdicts come with consistent reasoning")
     conf = parse_confusion(r.teacher_confusion)
     noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
     params = dict(cfg.env.params) | ({"missed_hop": r.teacher_missed_hop} if cfg.env.name == "haris" else {})
+    if reads:
+        params |= {"reasoning": "compare"} | (
+            {"read_labels": {c.id: c.label for c in claims}} if r.teacher_errors == "verdict" else {})
     return make_teacher(cfg.env.name, noisy, params)
 
 

@@ -14,7 +14,14 @@ Stage by stage, through the real environment like any LM:
   generated world's sentence ids) — otherwise "The evidence does not answer this
   question." Answers rest on what was shown, never on knowledge the student could not
   have had;
-- **verdict stage**: the gold label in ``<verdict>`` (AVeriTeC spelling).
+- **verdict stage**: the gold label in ``<verdict>`` (AVeriTeC spelling). With
+  ``reasoning="compare"`` (claims whose ``meta`` names the claimed value, as generated
+  worlds' do) a ``<justification>`` first sets the claimed value beside the last answer
+  of the record — ``The claim says 1942. A1 says 1977. Different, so the claim is
+  refuted.`` — and a record whose last question went unanswered concludes Not Enough
+  Evidence. ``read_labels`` (claim id → label) gives the label the justification reads
+  when the verdict's label is another (a teacher wrong only at the conclusion,
+  ``recipes.noisy_teacher``).
 
 Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
 preset's 96-token turns. Which claim, stage and question a row belongs to comes from the
@@ -27,19 +34,25 @@ the teacher's own search call (the ids retrieved).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from factrl.datasets.averitec import answer_text, qa_evidence_id
+from factrl.labels import Label
 from factrl.protocol.profact import AVERITEC_LABELS
 from factrl.lm.scripted import ScriptedLM
 from factrl.teachers.base import TEACHERS
 from factrl.types import Claim
 
-__all__ = ["ProFactTeacher", "NOT_ANSWERED"]
+__all__ = ["ProFactTeacher", "NOT_ANSWERED", "REASONING"]
 
 NOT_ANSWERED = "The evidence does not answer this question."
+REASONING = ("none", "compare")
 _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_RECORD_ANSWER = re.compile(r"^A(\d+): (.*)$", re.M)
+_CONCLUSION = {Label.SUPPORT: "so the claim is supported", Label.REFUTE: "so the claim is refuted",
+               Label.NEI: "so there is not enough evidence", Label.CONFLICTING: "so the evidence conflicts"}
+_SEEN = {Label.SUPPORT: "Same", Label.REFUTE: "Different"}
 
 
 def _one_line(text: str) -> str:
@@ -58,11 +71,16 @@ class ProFactTeacher(ScriptedLM):
 
     name = "profact-teacher"
 
-    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, max_answer_chars: int = 300) -> None:
+    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, max_answer_chars: int = 300,
+                 reasoning: str = "none", read_labels: Mapping[str, Label | None] | None = None) -> None:
+        if reasoning not in REASONING:
+            raise ValueError(f"reasoning must be one of {', '.join(REASONING)}, got {reasoning!r}")
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
         self.max_questions = max_questions
         self.max_answer_chars = max_answer_chars
+        self.reasoning = reasoning
+        self.read_labels = dict(read_labels or {})
 
     def gold(self, claim: Claim) -> list[tuple[str, str, frozenset[str]]]:
         """``(question, answer, evidence ids)`` of the claim's first ``max_questions``
@@ -97,7 +115,25 @@ class ProFactTeacher(ScriptedLM):
             return self._search_turn(context, asked[index], gold, int(meta.get("context_turn", 0)))
         if int(meta.get("context_turn", 0)) == 0:
             return "<questions>\n" + "\n".join(f"{n}. {q}" for n, q in enumerate(asked, 1)) + "\n</questions>"
+        if self.reasoning == "compare" and (claim.meta or {}).get("claimed_value") not in (None, ""):
+            return self._compared(context, claim)
         return f"<verdict>{AVERITEC_LABELS[claim.label]}</verdict>"
+
+    def _compared(self, context: str, claim: Claim) -> str:
+        """The verdict after a justification that sets the claimed value beside the
+        record's last answer; nothing read concludes Not Enough Evidence."""
+        record = context.rpartition("Stage 3:")[2]
+        answers = _RECORD_ANSWER.findall(record)
+        said = f"The claim says {claim.meta['claimed_value']}."
+        if not answers or answers[-1][1].strip() == NOT_ANSWERED:
+            reason, label = f"{said} No answer gives it, {_CONCLUSION[Label.NEI]}.", Label.NEI
+        else:
+            n, answer = answers[-1]
+            read = self.read_labels.get(claim.id) or claim.label
+            label = claim.label
+            seen = _SEEN.get(read, "It does not settle it")  # type: ignore[arg-type]
+            reason = f"{said} A{n} says {answer.strip()}. {seen}, {_CONCLUSION[label]}."
+        return f"<justification>{reason}</justification>\n<verdict>{AVERITEC_LABELS[label]}</verdict>"
 
     def _search_turn(self, context: str, question: str, gold: list[tuple[str, str, frozenset[str]]],
                      turn: int) -> str:
@@ -115,4 +151,5 @@ class ProFactTeacher(ScriptedLM):
 @TEACHERS.register("profact")
 def _profact_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> ProFactTeacher:
     """Sized to the environment's parameters (``max_questions``, default 5)."""
-    return ProFactTeacher(claims, max_questions=int(params.get("max_questions", 5)))
+    return ProFactTeacher(claims, max_questions=int(params.get("max_questions", 5)),
+                          reasoning=str(params.get("reasoning", "none")), read_labels=params.get("read_labels"))

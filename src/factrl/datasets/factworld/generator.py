@@ -224,7 +224,7 @@ def _averitec(row: dict[str, Any]) -> dict[str, Any]:
     meta = row["meta"]
     return {"claim_id": row["id"], "claim": row["claim"], "label": _AVERITEC[normalise_label(row["label"])],
             "justification": meta["justification"], "claim_date": None, "speaker": None,
-            "questions": meta["questions"]}
+            "questions": meta["questions"], "claimed_value": meta["claimed_value"]}
 
 
 def _rar(cfg: WorldConfig, world: World, corpus: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
