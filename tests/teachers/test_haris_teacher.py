@@ -106,3 +106,17 @@ def test_the_recipe_checks_the_setting_before_it_writes_anything(tmp_path):
     with pytest.raises(ValueError, match="teacher_missed_hop must be"):
         run_recipe(FactworldRecipe(**TINY, teacher_missed_hop="gold"), tmp_path / "r", stages=("worlds",))
     assert not (tmp_path / "r" / "recipe.json").exists()
+
+
+def test_read_labels_keep_the_comparison_right_under_a_wrong_verdict():
+    claim = Claim(id="c1", text="The river of Korvath is the Ostrel.", label=Label.SUPPORT,  # the taught (wrong) label
+                  meta={"claimed_value": "Ostrel", "questions": [
+                      {"question": "Which river flows through Korvath?",
+                       "answers": [{"answer": "Velkor", "source_url": "korvath_2"}]}]})
+    row = {"claim_id": "c1", "role": "policy", "context": 0, "context_turn": 1}
+    context = "prompt\n<result>\nVelkor. The river Velkor flows through Korvath.\n</result>\n"
+    slipped = make_teacher("haris", [claim], {"read_labels": {"c1": Label.REFUTE}}).respond_row(context, row)
+    assert "The claim says Ostrel. The search agent found Velkor. Different, so the claim is supported." in slipped
+    assert slipped.endswith("\\boxed{Support} </verification>")
+    consistent = make_teacher("haris", [claim], {}).respond_row(context, row)
+    assert "Same, so the claim is supported." in consistent

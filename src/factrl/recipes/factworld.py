@@ -206,17 +206,19 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
                             errors=r.teacher_errors,
                             quote=True, compare=r.teacher_reasoning == "compare", gold_requery=False,
                             online=cfg.env.params.get("mode", "online") == "online")
-    reads = cfg.env.name == "profact" and r.teacher_reasoning == "compare"  # its justification reads the record
+    # ProFact's justification (with compare) and HARIS's final think read what was found
+    reads = (cfg.env.name == "profact" and r.teacher_reasoning == "compare") or cfg.env.name == "haris"
     if r.teacher_errors != "consistent" and not reads:
         raise ValueError(f"teacher_errors={r.teacher_errors!r} needs a teacher whose reasoning reads the evidence "
-                         f"(Veri-R1's, or ProFact's with teacher_reasoning=compare); the {cfg.env.name} teacher's "
-                         "wrong verdicts come with consistent reasoning")
+                         f"(Veri-R1's, HARIS's, ProFact's with teacher_reasoning=compare); the {cfg.env.name} "
+                         "teacher's wrong verdicts come with consistent reasoning")
     conf = parse_confusion(r.teacher_confusion)
     noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
     params = dict(cfg.env.params) | ({"missed_hop": r.teacher_missed_hop} if cfg.env.name == "haris" else {})
-    if reads:
-        params |= {"reasoning": "compare"} | (
-            {"read_labels": {c.id: c.label for c in claims}} if r.teacher_errors == "verdict" else {})
+    if cfg.env.name == "profact" and reads:
+        params["reasoning"] = "compare"
+    if r.teacher_errors == "verdict":
+        params["read_labels"] = {c.id: c.label for c in claims}
     return make_teacher(cfg.env.name, noisy, params)
 
 

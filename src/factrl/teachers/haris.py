@@ -14,7 +14,9 @@ recipe's warm-up trains one model for both):
   value beside the value reported last — unless a hop went unanswered (the search missed
   its sentence): nothing then supports the claim, so a Support label is verified Refute
   (``missed_hop="refute"``, the default; ``"label"`` gives the label whatever the reports
-  said, a guess the student could not have justified);
+  said, a guess the student could not have justified). ``read_labels`` (claim id →
+  label) gives the label the comparison reads (``Same`` / ``Different``) when the verdict's
+  label is another: a teacher wrong only at the conclusion (``recipes.noisy_teacher``);
 - **search agent**, in the i-th question's context: ``<search>`` with the question, then
   a ``<report>`` quoting the shown sentence whose id is that question's gold source, with
   its answer — or that nothing shown answers it. A report rests on what was shown,
@@ -29,7 +31,7 @@ environment showed (the sentences after the teacher's own search, the reports in
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from factrl.lm.scripted import ScriptedLM
@@ -56,7 +58,9 @@ class HarisTeacher(ScriptedLM):
 
     name = "haris-teacher"
 
-    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, missed_hop: str = "refute") -> None:
+    def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, missed_hop: str = "refute",
+                 read_labels: Mapping[str, Label | None] | None = None) -> None:
+        self.read_labels = dict(read_labels or {})
         if missed_hop not in MISSED_HOP:
             raise ValueError(f"missed_hop must be one of {', '.join(MISSED_HOP)}, got {missed_hop!r}")
         super().__init__(lambda context: self.respond_row(context, {}))
@@ -113,7 +117,7 @@ class HarisTeacher(ScriptedLM):
             return f"<think>{why}</think>\n<verification> The final verification is \\boxed{{Refute}} </verification>"
         if last and NOT_FOUND not in last and claimed:
             found = hops[len(reports) - 1][1] if len(reports) <= len(hops) else ""
-            word = "Same" if label is Label.SUPPORT else "Different"
+            word = "Same" if binary_gold(self.read_labels.get(claim.id) or claim.label) is Label.SUPPORT else "Different"
             why = f"The claim says {claimed}. The search agent found {found or last}. {word}, so the claim is " + (
                 "supported." if label is Label.SUPPORT else "refuted.")
         elif label is Label.SUPPORT:
@@ -147,4 +151,4 @@ def _haris_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> HarisTeac
         raise ValueError(f"the haris teacher verifies Support or Refute; {len(bad)} claim(s) have a label with "
                          f"no such reading (e.g. {', '.join(bad[:3])}): leave them out (--ids)")
     return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)),
-                        missed_hop=str(params.get("missed_hop", "refute")))
+                        missed_hop=str(params.get("missed_hop", "refute")), read_labels=params.get("read_labels"))
