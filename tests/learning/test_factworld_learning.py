@@ -1,20 +1,20 @@
 """Does factrl's GRPO teach? A small Veri-R1 recipe on a generated world, trained on the
 CPU from a teacher's warm-up, evaluated on claims of another world seed.
 
-The margin and the control's limit were fixed here before the test was first run; the
-recipe below replaced a first one whose 5 updates moved nothing (docs/benchmarks.md,
-"Does the RL teach?"). The warm-up is under-trained rather than taught wrong verdicts: a
-clean teacher that sets the claimed and the stated value side by side (``compare``), 80
-SFT steps, after which the student says SUPPORT to most claims (it tells differing
-values apart only weakly). Budgets are in steps, not minutes, so the result does not
-depend on the machine's load. Slow (about 35 minutes alone on the 2-core box):
-``pytest -m slow tests/learning``.
+The margin and the control's limit were fixed here before the test was first run. The
+warm-up is taught by a teacher that is wrong only at the conclusion
+(``teacher_errors=verdict``): it sets the claimed and the stated value side by side and
+reads them right (``Same`` / ``Different``), but on 70 % of the REFUTE claims concludes
+SUPPORT anyway (``teacher_confusion=REFUTE->SUPPORT:0.7``). Its student reads the
+evidence and, greedily, never answers REFUTE: only a signal from the gold label can make
+its verdict follow its reading. The same recipe on held-out world seed 505 (150 claims):
+warm-up 0.420, GRPO 0.593 (34 fixed / 8 broken, p = 7e-5; REFUTE 0 -> 34 of 50, the
+reading kept), the sign-flipped control 0.340 (docs/benchmarks.md, "A warm-up wrong only
+at the verdict"). Budgets are in steps, not minutes, so the result does not depend on the
+machine's load. Slow (about 40 minutes on the 2-core box): ``pytest -m slow tests/learning``.
 
-Known weakness (docs/benchmarks.md, "Does the first gain replicate?"): the same
-checkpoints on two fresh held-out worlds gain +0.033 (300 claims) and -0.040 (150 claims),
-no more than the control; GRPO there raises SUPPORT/REFUTE accuracy and trains NOT ENOUGH
-INFO answers away. This test's pass rests on its own held-out sample; a recipe that gains
-on fresh samples should replace it."""
+The recipe before this one (a clean but under-trained warm-up) passed on its own held-out
+sample (+0.100) and gained no more than its control on two fresh ones."""
 
 import pytest
 
@@ -27,7 +27,8 @@ CONTROL = "flip_advantage"  # advantages with the sign flipped: must not gain MA
 
 RECIPE = FactworldRecipe(
     preset="veri_r1_factworld_offline_cpu", entities=100, claims=900, heldout_claims=90, paraphrase_rate=0.0,
-    teacher_claims=240, teacher_noise=0.0, teacher_reasoning="compare", sft_learning_rate=1e-3, sft_epochs=1.0,
+    teacher_claims=240, teacher_noise=0.0, teacher_reasoning="compare", teacher_confusion="REFUTE->SUPPORT:0.7",
+    teacher_errors="verdict", sft_learning_rate=1e-3, sft_epochs=2.0,
     sft_max_minutes=None, sft_tokens_per_batch=1024, sft_lora_layers=10,
     checkpoints=(1.0,), controls=(CONTROL,), device="cpu", dtype="float32",
     grpo_overrides={"env.context_sentences": 3, "env.params.offline_lines": 3, "rollout.temperature": 0.8,

@@ -116,6 +116,3 @@ def test_the_recipe_teaches_verdict_errors_over_a_right_reading_and_checks_the_s
     with pytest.raises(ValueError, match="teacher_errors must be one of"):
         run_recipe(FactworldRecipe(**tiny, teacher_errors="label"), tmp_path / "bad", stages=("worlds",))
     assert not (tmp_path / "bad" / "recipe.json").exists()
-    with pytest.raises(ValueError, match="is for Veri-R1's templated teacher"):
-        run_recipe(FactworldRecipe(**(tiny | {"preset": "profact_factworld_cpu"}), teacher_errors="verdict"),
-                   tmp_path / "pf", stages=("worlds", "teach"))
