@@ -105,16 +105,10 @@ class NoisyTeacher(TemplateTeacher):
         if errors not in ERRORS:
             raise ValueError(f"errors must be one of {', '.join(ERRORS)}, got {errors!r}")
         self.errors = errors
-        self.gold = {c.id: c.label for c in claims}
         conf = parse_confusion(confusion)
         noisy = [c.model_copy(update={"label": noisy_label(c, noise, seed, conf)}) for c in claims]
-        super().__init__(noisy, **kw)
+        reads = {c.id: c.label for c in claims} if errors == "verdict" else None
+        super().__init__(noisy, read_labels=reads, **kw)
         self.noise = noise
         self.seed = seed
         self.confusion = conf
-
-    def _read(self, claim: Claim, gold: list) -> Label:
-        if self.errors == "consistent":
-            return super()._read(claim, gold)
-        truth = self.gold.get(claim.id)
-        return Label.NEI if (truth is None or truth is Label.NEI or not gold) else truth

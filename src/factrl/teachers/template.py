@@ -16,7 +16,7 @@ for what the environment has shown so far (``[[id]]`` lines, searches made).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from factrl.labels import Label
@@ -54,7 +54,8 @@ class TemplateTeacher(ScriptedLM):
     name = "template-teacher"
 
     def __init__(self, claims: Sequence[Claim], *, online: bool, quote: bool = False, quote_words: int = 30,
-                 gold_requery: bool = True, compare: bool = False) -> None:
+                 gold_requery: bool = True, compare: bool = False,
+                 read_labels: Mapping[str, Label | None] | None = None) -> None:
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
         self.online = bool(online)
@@ -62,6 +63,7 @@ class TemplateTeacher(ScriptedLM):
         self.quote_words = quote_words
         self.gold_requery = gold_requery
         self.compare = compare
+        self.read_labels = dict(read_labels or {})
 
     def respond_row(self, context: str, meta: dict[str, Any]) -> str:
         claim = self.by_id.get(str(meta.get("claim_id")))
@@ -121,9 +123,10 @@ class TemplateTeacher(ScriptedLM):
 
     def _read(self, claim: Claim, gold: list) -> Label:
         """What the evidence shown says about ``claim`` — the label the reasoning reads
-        before it concludes. The template teacher's reading and verdict are one label; a
-        teacher wrong only at the verdict (``recipes.noisy_teacher``) reads the gold one."""
-        return Label.NEI if (claim.label is Label.NEI or not gold) else claim.label
+        before it concludes: ``read_labels``' entry for the claim, else its own label (a
+        teacher wrong only at the verdict, ``recipes.noisy_teacher``, reads the gold one)."""
+        read = self.read_labels.get(claim.id) or claim.label
+        return Label.NEI if (read is Label.NEI or not gold) else read
 
     def _answer(self, claim: Claim, gold: list, shown: dict[str, str] | None = None) -> str:
         ids = ", ".join(f"[[{e.id}]]" for e in gold)
