@@ -272,3 +272,26 @@ def test_nan_weights_fail_the_rows_not_the_trajectory_file(tiny_dir):
     finally:
         with torch.no_grad():
             lm.model.lm_head.weight[5].normal_(0, 0.02)
+
+
+def test_engine_slots_left_by_a_call_with_other_stop_strings_do_not_index_its_tables(tiny_dir):
+    # One model playing two agents alternates calls with different stop strings (HARIS's
+    # reasoner and search agent). A slot keeps the stop-set index and automaton state its
+    # last row left; the next call's tables may be smaller, and its decode window reads
+    # every slot of its bucket, empty ones too (on CUDA: a device-side assert, on the GPU).
+    eager = load_lm(str(tiny_dir), max_batch_size=4)
+    engine = DecodeEngine(eager.model, eager.tokenizer, sorted(eager.eos_token_ids), max_slots=4)
+    prompts = _prompts(eager, 4)
+    first = [GenerationConfig(max_new_tokens=8, temperature=1.0, stop=["</q>"])] * 2 + [
+        GenerationConfig(max_new_tokens=8, temperature=1.0, stop=["</search>", "</report>"])] * 2
+    engine.generate(prompts, first, [1, 2, 3, 4])
+    (pool,) = engine._pools.values()
+    assert int(pool.sset.max()) == 1
+    # What a longer automaton can leave behind: a state the next call's tables lack.
+    pool.sstate.fill_(10_000)
+    cfg = GenerationConfig(max_new_tokens=6, temperature=1.0, stop=["."], seed=5)
+    got = engine.generate(prompts[:3], [cfg] * 3, [5, 6, 7])  # bucket 4: one slot stays empty
+    fresh = DecodeEngine(eager.model, eager.tokenizer, sorted(eager.eos_token_ids), max_slots=4)
+    want = fresh.generate(prompts[:3], [cfg] * 3, [5, 6, 7])
+    assert [g.token_ids for g in got] == [g.token_ids for g in want]
+    assert all(g.token_ids for g in got)

@@ -110,6 +110,10 @@ class DecodeEngine:
             need = max(len(p) + c.max_new_tokens for p, c in zip(prompts, cfgs))
             length = max(256, pow2(need))
             pool = self._pool(length)
+            # Empty slots are decoded too: a stop-set index or automaton state left by an
+            # earlier call (other stop strings, larger tables) must not index this call's.
+            pool.sset.zero_()
+            pool.sstate.zero_()
             stop_sets = sorted({tuple(s for s in c.stop if s) for c in cfgs})
             set_index = {s: i for i, s in enumerate(stop_sets)}
             tables = self._stop_tables(tuple(stop_sets))
