@@ -390,11 +390,9 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     out.mkdir(parents=True, exist_ok=True)
     recorded = out / "recipe.json"
     if recorded.is_file():
-        before = json.loads(recorded.read_text())
-        now = _recipe_json(r)
-        defaults = _recipe_json(FactworldRecipe())
-        changed = [k for k in now if k not in ("controls", "eval_base", "eval_batch", "device", "dtype")
-                   and before.get(k, defaults.get(k)) != now[k]]  # a setting added later: its default
+        from factrl.recipes.settings import changed_settings
+
+        changed = changed_settings(json.loads(recorded.read_text()), _recipe_json(r), _recipe_json(FactworldRecipe()))
         if changed:
             raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
     write_json_atomic(recorded, _recipe_json(r))  # parallel processes of one run read it as it is written

@@ -8,7 +8,26 @@ import typing
 from dataclasses import fields
 from typing import Any
 
-__all__ = ["check_settings"]
+__all__ = ["RESUMABLE", "RESUMABLE_OVERRIDES", "changed_settings", "check_settings"]
+
+# What a resumed recipe run may change: how and where it runs, which runs it trains, and
+# how long GRPO may go on (each GRPO run records the budget it trained under in its own
+# directory), not what its stages make.
+RESUMABLE = ("controls", "eval_base", "eval_batch", "device", "dtype")
+RESUMABLE_OVERRIDES = ("grpo.max_minutes",)
+
+
+def changed_settings(before: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """The settings of ``now`` that differ from those recorded ``before`` (a setting added
+    since: its default), leaving out :data:`RESUMABLE` and, in ``grpo_overrides``, the keys
+    of :data:`RESUMABLE_OVERRIDES`."""
+    def comparable(key: str, value: Any) -> Any:
+        if key == "grpo_overrides" and isinstance(value, dict):
+            return {k: v for k, v in value.items() if k not in RESUMABLE_OVERRIDES}
+        return value
+
+    return [k for k in now if k not in RESUMABLE
+            and comparable(k, before.get(k, defaults.get(k))) != comparable(k, now[k])]
 
 
 def check_settings(obj: Any, what: str = "setting") -> None:
