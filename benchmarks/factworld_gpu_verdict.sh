@@ -19,29 +19,24 @@ out=${1:?usage: factworld_gpu_verdict.sh OUT_DIR [options]}; shift
 here=$(cd "$(dirname "$0")" && pwd)
 MINUTES=${MINUTES:-3}; STAGE_MINUTES=${STAGE_MINUTES:-0.75}; SFT_MINUTES=${SFT_MINUTES:-2.5}
 ONLY=${ONLY:-offline online haris}
-# The teacher reads right ("Same"/"Different") and is wrong only at the verdict: 70 % of
-# REFUTE claims taught as SUPPORT (recipes.noisy_teacher, ERRORS "verdict").
-verdict=(--recipe paraphrase_rate=0.0 --recipe teacher_noise=0.0 --recipe teacher_confusion=REFUTE-\>SUPPORT:0.7
-  --recipe teacher_errors=verdict --recipe sft_learning_rate=1e-3 --recipe sft_max_minutes="$SFT_MINUTES"
-  --recipe sft_lora_layers=10 --recipe eval_batch=256 --recipe checkpoints=[0.25,0.5,1.0] --set model.lora_layers=10)
-veri=("${verdict[@]}" --recipe entities=100 --recipe claims=900 --recipe heldout_claims=150 --recipe teacher_claims=240
-  --recipe teacher_reasoning=compare --recipe sft_epochs=2.0 --recipe sft_tokens_per_batch=1024
-  --set rollout.temperature=0.8 --set rollout.max_new_tokens=96 --set grpo.micro_batch_size=6 --set grpo.learning_rate=2e-4)
+# The named recipes (src/factrl/recipes/named) with GPU-sized evaluation, a cap on each
+# warm-up SFT and checkpoints at 25/50/100 %; micro-batches as the recipes' (factworld_gpu.sh
+# sets one group each).
+gpu=(--recipe sft_max_minutes="$SFT_MINUTES" --recipe eval_batch=256 --recipe checkpoints=[0.25,0.5,1.0])
+veri=("${gpu[@]}" --set grpo.micro_batch_size=6)
 mkdir -p "$out"
 pids=()
 for run in $ONLY; do
   case $run in
     offline) PRESET=veri_r1_factworld_offline_cpu STEPS=120 SHAPE=3x4 \
-        bash "$here/factworld_gpu.sh" "$out/offline" "${veri[@]}" --recipe heldout_seed=505 \
-        --set env.context_sentences=3 --set env.params.offline_lines=3 --set rollout.max_total_tokens=96 "$@" \
+        bash "$here/factworld_gpu.sh" "$out/offline" --from veri_r1_verdict_offline "${veri[@]}" "$@" \
         > "$out/offline.log" 2>&1 & ;;
     online) PRESET=veri_r1_factworld_cpu STEPS=120 SHAPE=3x4 \
-        bash "$here/factworld_gpu.sh" "$out/online" "${veri[@]}" "$@" > "$out/online.log" 2>&1 & ;;
+        bash "$here/factworld_gpu.sh" "$out/online" --from veri_r1_verdict_online "${veri[@]}" "$@" \
+        > "$out/online.log" 2>&1 & ;;
     haris) PRESET=haris_factworld_cpu STEPS=20 MINUTES=$STAGE_MINUTES SHAPE=4x4 \
-        bash "$here/factworld_gpu.sh" "$out/haris" "${verdict[@]}" --recipe hops=3 --recipe entities=100 \
-        --recipe claims=600 --recipe heldout_claims=150 --recipe teacher_claims=300 --recipe sft_epochs=1.0 \
-        --recipe sft_tokens_per_batch=2048 --set haris.steps_per_stage=20 --set haris.synth_limit=240 "$@" \
-        > "$out/haris.log" 2>&1 & ;;
+        bash "$here/factworld_gpu.sh" "$out/haris" --from haris_verdict "${gpu[@]}" \
+        --set haris.steps_per_stage=20 --set haris.synth_limit=240 "$@" > "$out/haris.log" 2>&1 & ;;
     *) echo "unknown run $run (offline, online, haris)"; exit 2 ;;
   esac
   pids+=($!)

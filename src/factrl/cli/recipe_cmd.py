@@ -13,8 +13,12 @@ from factrl.cli.app import train_app
 @train_app.command("factworld")
 def factworld(
     out: Path = typer.Option(..., "--out", help="Run directory (resumes when it exists)."),
-    preset: str = typer.Option("veri_r1_factworld_cpu", "--preset", help="GRPO run config (factrl train presets)."),
-    model: str = typer.Option("smollm2", "--model", help="The student's starting model."),
+    source: str = typer.Option(None, "--from", help="Start from a named recipe (veri_r1_verdict_offline, "
+                               "veri_r1_verdict_online, haris_verdict, profact_compare), a TOML file of [recipe] "
+                               "and [set], or a run's recipe.json; the options below override it."),
+    preset: str = typer.Option(None, "--preset", show_default="veri_r1_factworld_cpu",
+                               help="GRPO run config (factrl train presets)."),
+    model: str = typer.Option(None, "--model", show_default="smollm2", help="The student's starting model."),
     stage: list[str] = typer.Option([], "--stage", help="Run only these stages: worlds, teach, warmup, grpo, eval, report."),
     control: list[str] = typer.Option([], "--control", help="Also train a broken-trainer control: flip_advantage, "
                                       "invert_mask, shuffle_rewards (repeatable; benchmarks only)."),
@@ -35,6 +39,7 @@ def factworld(
     import dataclasses
 
     from factrl.recipes.factworld import STAGES, FactworldRecipe, run_recipe
+    from factrl.recipes.named import read_recipe_source
     from factrl.train.config import parse_overrides, training_precision
 
     try:  # refused before any stage runs
@@ -45,12 +50,16 @@ def factworld(
 
     fields = {f.name: f for f in dataclasses.fields(FactworldRecipe)}
     try:
+        base, base_set = read_recipe_source(source) if source else ({}, {})
         extra = parse_overrides(recipe_set)
         unknown = [k for k in extra if k not in fields]
         if unknown:
             raise ValueError(f"unknown recipe setting(s) {', '.join(unknown)}; known: {', '.join(fields)}")
-        recipe = FactworldRecipe(preset=preset, model=model, controls=tuple(control), eval_base=eval_base,
-                                 grpo_overrides=parse_overrides(set_), **{**on, **extra})
+        given = {k: v for k, v in (("preset", preset), ("model", model)) if v is not None}
+        settings = {**base, **given, **on, **extra}
+        settings["controls"] = tuple(control) if control else tuple(settings.get("controls", ()))
+        settings["eval_base"] = eval_base or bool(settings.get("eval_base", False))
+        recipe = FactworldRecipe(grpo_overrides={**base_set, **parse_overrides(set_)}, **settings)
         run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)

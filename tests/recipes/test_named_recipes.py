@@ -1,0 +1,92 @@
+"""Named factworld recipes (``factrl train factworld --from NAME``): each bundled file
+makes a valid recipe, ``--from`` gives the same recorded settings as the flags it stands
+for, flags override it, a run's recipe.json repeats it, and bad files fail by name."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from factrl.recipes.factworld import FactworldRecipe, _recipe_json, run_recipe
+from factrl.recipes.named import list_named, read_recipe_source
+
+pytest.importorskip("torch")
+
+# The flags the CPU run of the offline verdict-error recipe used (docs/benchmarks.md)
+OFFLINE_FLAGS = (
+    "--preset veri_r1_factworld_offline_cpu --recipe entities=100 --recipe claims=900 --recipe heldout_seed=505 "
+    "--recipe heldout_claims=150 --recipe paraphrase_rate=0.0 --recipe teacher_claims=240 --recipe teacher_noise=0.0 "
+    "--recipe teacher_reasoning=compare --recipe teacher_confusion=REFUTE->SUPPORT:0.7 --recipe teacher_errors=verdict "
+    "--recipe sft_learning_rate=1e-3 --recipe sft_epochs=2.0 --recipe sft_max_minutes=null "
+    "--recipe sft_tokens_per_batch=1024 --recipe sft_lora_layers=10 --recipe checkpoints=[0.5,1.0] "
+    "--set env.context_sentences=3 --set env.params.offline_lines=3 --set rollout.temperature=0.8 "
+    "--set rollout.max_new_tokens=96 --set rollout.max_total_tokens=96 --set model.lora_layers=10 "
+    "--set grpo.max_steps=12 --set grpo.max_minutes=null --set grpo.prompts_per_generation=3 "
+    "--set grpo.prompts_per_update=3 --set grpo.num_generations=4 --set grpo.micro_batch_size=6 "
+    "--set rollout.batch_size=12 --set grpo.learning_rate=2e-4"
+).split()
+
+
+def _cli(args):
+    from factrl.cli import _load_commands, app
+
+    _load_commands()
+    return CliRunner().invoke(app, args)
+
+
+def _recorded(args, out):
+    # --stage report: records the settings, runs nothing else (no report yet: nothing to say)
+    result = _cli(["train", "factworld", "--out", str(out), "--device", "cpu", "--stage", "report", *args])
+    assert (out / "recipe.json").is_file(), result.output
+    return json.loads((out / "recipe.json").read_text())
+
+
+def test_every_named_recipe_makes_a_valid_recipe_on_its_preset():
+    from factrl.train.config import load_run_config
+
+    assert {"veri_r1_verdict_offline", "veri_r1_verdict_online", "haris_verdict", "profact_compare"} <= set(list_named())
+    for name in list_named():
+        fields, overrides = read_recipe_source(name)
+        recipe = FactworldRecipe(grpo_overrides=overrides, **fields)
+        assert recipe.teacher_errors == "verdict" and recipe.sft_max_minutes is None
+        cfg = load_run_config(recipe.preset, overrides)  # every override is a key of the preset
+        assert cfg.model.lora_layers == 10
+
+
+def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_path):
+    flags = _recorded(OFFLINE_FLAGS, tmp_path / "flags")
+    named = _recorded(["--from", "veri_r1_verdict_offline"], tmp_path / "named")
+    assert named == flags
+    assert named["grpo_overrides"]["grpo.max_minutes"] is None
+    # options after --from win; a run's recipe.json repeats the run
+    over = _recorded(["--from", "veri_r1_verdict_offline", "--recipe", "heldout_seed=606", "--set",
+                      "grpo.max_steps=6", "--control", "flip_advantage"], tmp_path / "over")
+    assert (over["heldout_seed"], over["grpo_overrides"]["grpo.max_steps"], over["controls"]) == (606, 6, ["flip_advantage"])
+    again = _recorded(["--from", str(tmp_path / "over" / "recipe.json")], tmp_path / "again")
+    assert again == over
+    # and resuming the flags' run from its name is the same run (no "other settings")
+    run_recipe(FactworldRecipe(grpo_overrides=read_recipe_source("veri_r1_verdict_offline")[1],
+                               **read_recipe_source("veri_r1_verdict_offline")[0], device="cpu"),
+               tmp_path / "flags", stages=())
+
+
+def test_bad_recipe_sources_fail_by_name(tmp_path):
+    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: haris_verdict"):
+        read_recipe_source("nope")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[recipe]\nteacher_nois = 0.1\n')
+    with pytest.raises(ValueError, match="unknown recipe setting.*teacher_nois"):
+        read_recipe_source(bad)
+    bad.write_text('[recipes]\nteacher_noise = 0.1\n')
+    with pytest.raises(ValueError, match=r"unknown table.*recipes"):
+        read_recipe_source(bad)
+    bad.write_text('[recipe\n')
+    with pytest.raises(ValueError, match="not valid TOML"):
+        read_recipe_source(bad)
+    rec = tmp_path / "recipe.json"
+    rec.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="JSON object"):
+        read_recipe_source(rec)
+    result = _cli(["train", "factworld", "--out", str(tmp_path / "x"), "--from", "nope"])
+    assert result.exit_code == 1 and "named recipe 'nope'" in result.output
+    assert _recipe_json(FactworldRecipe())["preset"] == "veri_r1_factworld_cpu"  # the default without --from
