@@ -7,10 +7,10 @@ interval, per-label recall with intervals, macro-F1, gold-evidence hits, seconds
 claim. ``--tune`` first picks the two aggregation thresholds on the *validation* claims
 (grid, best accuracy) and reports held-out figures with them beside the verifier's own.
 
-``speed``: batched scoring throughput on held-out SciFact and Climate-FEVER pairs, fp32
-and int8, at 1 and 2 torch threads (pairs per wall-clock second, and per CPU-second of the
-process, which a shared machine's wall clock does not show), and the int8 label agreement
-with fp32.
+``speed``: batched scoring throughput on held-out SciFact and Climate-FEVER pairs, fp32,
+bf16 and int8 (``--precisions``), at 1 and 2 torch threads (pairs per wall-clock second,
+and per CPU-second of the process, which a shared machine's wall clock does not show), and
+each precision's label agreement with fp32.
 
     nice -n 19 env OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/verifier_scifact.py agent \\
         --index runs/scifact-index --top-k 3 --tune --json runs/verifier/agent.json
@@ -147,7 +147,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     claims, evidence = [p.claim for p in pairs], [p.evidence for p in pairs]
     out: dict[str, Any] = {"pairs": len(pairs), "mean_tokens": None, "runs": []}
     ref = None
-    for precision in ("fp32", "int8"):
+    for precision in args.precisions:
         v = load_verifier(args.verifier, precision=precision)
         if out["mean_tokens"] is None:
             enc = v.tokenizer(claims, evidence, truncation="longest_first", max_length=v.max_length)
@@ -181,7 +181,8 @@ def main() -> None:
     ap.add_argument("--index", type=Path, default=Path("runs/scifact-index"))
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--granularity", default="sentence")
-    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--precision", default="auto", help="the agent's scoring precision (auto: bf16 where native)")
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "int8"], help="speed: the precisions timed")
     ap.add_argument("--tune", action="store_true")
     ap.add_argument("--pairs", type=int, default=512)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])

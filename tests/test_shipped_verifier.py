@@ -40,6 +40,30 @@ def test_the_shipped_verifier_loads_by_name_and_reads_a_pair():
     assert probs[1, 1] > probs[0, 1] and probs[0, 0] > probs[1, 0]
 
 
+def test_bf16_scoring_keeps_the_labels_and_auto_picks_it_only_where_native():
+    """bf16 (the default where the CPU multiplies it natively) gives fp32's labels and
+    probabilities within a few hundredths; int8 and unknown precisions are handled."""
+    from factrl.retrieval.encoders import native_bf16
+    from factrl.verifier.asset import load_verifier
+
+    claims = ["Vitamin D lowers the risk of fractures.", "The river flows north.", "Aspirin raises blood pressure.",
+              "Smoking causes lung cancer."] * 3
+    evidence = ["In the trial, vitamin D supplements reduced fractures by a third.",
+                "The river flows south into the sea.", "The weather in Paris was mild this spring.",
+                "Smoking is the leading cause of lung cancer."] * 3
+    fp32 = load_verifier("factrl-verifier", precision="fp32")
+    bf16 = load_verifier("factrl-verifier", precision="bf16")
+    assert fp32.info()["precision"] == "fp32" and bf16.info()["precision"] == "bf16"
+    ref, got = fp32.predict(claims, evidence), bf16.predict(claims, evidence)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    assert (got.argmax(1) == ref.argmax(1)).all()
+    assert np.abs(got - ref).max() < 0.05
+    auto = load_verifier("factrl-verifier")
+    assert auto.info()["precision"] == ("bf16" if native_bf16() else "fp32")
+    with pytest.raises(ValueError, match="precision"):
+        load_verifier("factrl-verifier", precision="fp16")
+
+
 @pytest.mark.data
 @pytest.mark.slow  # rebuilds SciFact's pairs (BM25 hard negatives) and scores 359 of them: ~30 s
 def test_the_manifest_held_out_scifact_figures_are_reproduced():
@@ -57,7 +81,7 @@ def test_the_manifest_held_out_scifact_figures_are_reproduced():
     t = manifest["training"]
     fractions = SplitFractions(t["held_out"], t["validation"], t["split_seed"])
     held = [p for p in SciFactPairs().pairs(data, fractions) if p.split == "held_out"]
-    report = evaluate_pairs(load_verifier("factrl-verifier"), held, rounds=10)["sources"]["scifact"]
+    report = evaluate_pairs(load_verifier("factrl-verifier", precision="fp32"), held, rounds=10)["sources"]["scifact"]
     for subset in ("all", "rationale"):
         want = manifest["held_out"]["sources"]["scifact"][subset]
         assert report[subset]["n"] == want["n"]

@@ -163,7 +163,7 @@ def test_ship_load_and_checksum(tiny_base, tmp_path, monkeypatch):
 
     pairs = _pairs(24)
     run = train_verifier(_config(tiny_base), tmp_path / "run", pairs=pairs, log=lambda s: None)
-    verifier = load_verifier(str(run.final_dir))
+    verifier = load_verifier(str(run.final_dir), precision="fp32")
     held = [p for p in pairs if p.split == "held_out"]
     report = evaluate_pairs(verifier, held, rounds=50)
     assert report["sources"]["toy"]["all"]["n"] == len(held) and "ci95" in report["sources"]["toy"]["all"]
@@ -172,7 +172,7 @@ def test_ship_load_and_checksum(tiny_base, tmp_path, monkeypatch):
     assert manifest["bytes"] < 10 * 1024 * 1024 and manifest["held_out"]["n"] == len(held)
     monkeypatch.setenv("FACTRL_VERIFIER_DIR", str(asset))
     assert is_verifier_name("factrl-verifier") and is_verifier_name(str(asset)) and not is_verifier_name("smollm2")
-    shipped = load_verifier("factrl-verifier")
+    shipped = load_verifier("factrl-verifier", precision="fp32")
     probs = shipped.predict(["claim number 3"], ["evidence indeed true 3"])
     assert probs.shape == (1, 3) and np.isclose(probs.sum(), 1.0)
     np.testing.assert_allclose(probs, verifier.predict(["claim number 3"], ["evidence indeed true 3"]), atol=1e-6)

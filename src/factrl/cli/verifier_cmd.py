@@ -104,7 +104,7 @@ def export_verifier_cmd(
                         log=lambda s: typer.echo(s, err=True))
     held = [p for p in pairs if p.split == "held_out"]
     try:
-        verifier = load_verifier(str(final))
+        verifier = load_verifier(str(final), precision="fp32")  # the reference figures
     except VerifierAssetError as exc:
         raise typer.BadParameter(str(exc), param_hint="--run") from None
     report = evaluate_pairs(verifier, held)

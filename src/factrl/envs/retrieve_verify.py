@@ -36,7 +36,7 @@ class RetrieveVerifyConfig:
     support_threshold: float | None = None  # None: the verifier's validation thresholds
     refute_threshold: float | None = None
     max_evidence: int = 3
-    precision: str = "fp32"  # or "int8"
+    precision: str = "auto"  # bf16 where native, else fp32; or "fp32", "bf16", "int8"
     max_query_chars: int = 500
 
     def __post_init__(self) -> None:

@@ -122,8 +122,13 @@ def _folder(name: str) -> Path:
     return path.resolve()
 
 
-def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "fp32") -> CrossEncoderVerifier:
-    """A ready verifier (shared per process: loading costs ~1 s); see the module doc."""
+def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "auto") -> CrossEncoderVerifier:
+    """A ready verifier (shared per process: loading costs ~1 s); see the module doc.
+    ``precision``: ``auto`` (bf16 where the CPU or GPU multiplies it natively, else fp32),
+    ``fp32``, ``bf16`` or ``int8`` (:class:`~factrl.verifier.scoring.CrossEncoderVerifier`)."""
+    from factrl.retrieval.encoders import resolve_precision
+
+    precision = resolve_precision(precision)
     folder = _folder(name)
     info = verifier_manifest(folder) if name.strip().lower() == VERIFIER_NAME else _read(folder)
     stamp = info.get("sha256") or (folder / DELTA_FILE).stat().st_mtime_ns

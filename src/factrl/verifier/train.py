@@ -200,7 +200,7 @@ def validation_logits(model: Any, tokenizer: Any, pairs: Sequence[Pair], max_len
     was_training = model.training
     model.eval()
     try:
-        scorer = CrossEncoderVerifier(model, tokenizer, max_length=max_length)
+        scorer = CrossEncoderVerifier(model, tokenizer, max_length=max_length, precision="fp32")  # never cast the trained model
         return scorer.logits([p.claim for p in pairs], [p.evidence for p in pairs])
     finally:
         model.train(was_training)
