@@ -59,7 +59,7 @@ def test_bf16_scoring_keeps_the_labels_and_auto_picks_it_only_where_native():
     assert (got.argmax(1) == ref.argmax(1)).all()
     assert np.abs(got - ref).max() < 0.05
     auto = load_verifier("factrl-verifier")
-    assert auto.info()["precision"] == ("bf16" if native_bf16() else "fp32")
+    assert auto.info()["precision"] == ("bf16" if native_bf16(cpu=True) else "fp32")  # it runs on the CPU
     with pytest.raises(ValueError, match="precision"):
         load_verifier("factrl-verifier", precision="fp16")
 

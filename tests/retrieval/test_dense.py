@@ -113,6 +113,22 @@ def test_bad_settings_fail_clearly(passages: list[Passage], minilm: TextEncoder,
         TextEncoder(str(FIXTURE))
 
 
+def test_auto_precision_for_a_cpu_model_asks_the_cpu_not_the_gpu(monkeypatch) -> None:
+    """A GPU with bf16 beside a CPU without it: a model that stays on the CPU (the
+    verifier) gets fp32 from ``auto``; one that may use the GPU gets bf16."""
+    import torch
+
+    from factrl.retrieval.encoders import native_bf16
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+        monkeypatch.setattr(torch.cpu, probe, lambda: False, raising=False)
+    assert native_bf16() and resolve_precision("auto") == "bf16"
+    assert not native_bf16(cpu=True) and resolve_precision("auto", cpu=True) == "fp32"
+    assert resolve_precision("bf16", cpu=True) == "bf16"
+
+
 def test_fast_path_matches_plain_sentence_transformers(minilm: TextEncoder, passages: list[Passage]) -> None:
     texts = [passage_text(p) for p in passages] + ["short", "a much longer text " * 40]
     fast = minilm.encode(texts)

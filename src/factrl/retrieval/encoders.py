@@ -135,15 +135,16 @@ def resolve_model(model: str) -> tuple[str, str]:
     return "hub", model
 
 
-def native_bf16() -> bool:
-    """True where bfloat16 matmuls run in hardware (AMX / AVX512-BF16 CPUs, or CUDA)."""
+def native_bf16(*, cpu: bool = False) -> bool:
+    """True where bfloat16 matmuls run in hardware (AMX / AVX512-BF16 CPUs, or CUDA);
+    ``cpu=True`` asks about the CPU only (for a model that stays there)."""
     import torch
 
-    if torch.cuda.is_available():
+    if not cpu and torch.cuda.is_available():
         return bool(torch.cuda.is_bf16_supported())
-    cpu = getattr(torch, "cpu", None)
+    cpu_module = getattr(torch, "cpu", None)
     for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
-        fn = getattr(cpu, probe, None)
+        fn = getattr(cpu_module, probe, None)
         try:
             if fn is not None and fn():
                 return True
@@ -152,11 +153,11 @@ def native_bf16() -> bool:
     return False
 
 
-def resolve_precision(precision: str) -> str:
+def resolve_precision(precision: str, *, cpu: bool = False) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     if precision == "auto":
-        return "bf16" if native_bf16() else "fp32"
+        return "bf16" if native_bf16(cpu=cpu) else "fp32"
     return precision
 
 

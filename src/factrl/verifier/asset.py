@@ -128,7 +128,7 @@ def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "auto") -> Cros
     ``fp32``, ``bf16`` or ``int8`` (:class:`~factrl.verifier.scoring.CrossEncoderVerifier`)."""
     from factrl.retrieval.encoders import resolve_precision
 
-    precision = resolve_precision(precision)
+    precision = resolve_precision(precision, cpu=True)  # the verifier runs on the CPU
     folder = _folder(name)
     info = verifier_manifest(folder) if name.strip().lower() == VERIFIER_NAME else _read(folder)
     stamp = info.get("sha256") or (folder / DELTA_FILE).stat().st_mtime_ns

@@ -81,7 +81,7 @@ class CrossEncoderVerifier:
 
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
-        precision = resolve_precision(precision)
+        precision = resolve_precision(precision, cpu=True)  # the verifier runs on the CPU
         if precision == "bf16":
             import torch
 
