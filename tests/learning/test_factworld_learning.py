@@ -11,7 +11,7 @@ its verdict follow its reading. The same recipe on held-out world seed 505 (150 
 warm-up 0.420, GRPO 0.593 (34 fixed / 8 broken, p = 7e-5; REFUTE 0 -> 34 of 50, the
 reading kept), the sign-flipped control 0.340 (docs/benchmarks.md, "A warm-up wrong only
 at the verdict"). Budgets are in steps, not minutes, so the result does not depend on the
-machine's load. Slow (47 minutes on the 2-core box shared with other runs; first run:
+machine's load. Slow (22 minutes on the idle 2-core box, 47 shared with other runs; first run:
 warm-up 0.378, GRPO 0.533, p = 0.0094, control 0.333): ``pytest -m slow tests/learning``.
 
 The recipe before this one (a clean but under-trained warm-up) passed on its own held-out
