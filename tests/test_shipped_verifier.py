@@ -42,7 +42,7 @@ def test_the_shipped_verifier_loads_by_name_and_reads_a_pair():
 
 def test_bf16_scoring_keeps_the_labels_and_auto_picks_it_only_where_native():
     """bf16 (the default where the CPU multiplies it natively) gives fp32's labels and
-    probabilities within a few hundredths; int8 and unknown precisions are handled."""
+    probabilities within a few hundredths; an unknown precision is refused."""
     from factrl.retrieval.encoders import native_bf16
     from factrl.verifier.asset import load_verifier
 

@@ -124,7 +124,8 @@ def _folder(name: str) -> Path:
 
 def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "auto") -> CrossEncoderVerifier:
     """A ready verifier (shared per process: loading costs ~1 s); see the module doc.
-    ``precision``: ``auto`` (bf16 where the CPU or GPU multiplies it natively, else fp32),
+    ``precision``: ``auto`` (bf16 where the CPU multiplies it natively, else fp32; the
+    verifier runs on the CPU),
     ``fp32``, ``bf16`` or ``int8`` (:class:`~factrl.verifier.scoring.CrossEncoderVerifier`)."""
     from factrl.retrieval.encoders import resolve_precision
 
