@@ -64,6 +64,21 @@ def test_bf16_scoring_keeps_the_labels_and_auto_picks_it_only_where_native():
         load_verifier("factrl-verifier", precision="fp16")
 
 
+def test_the_precision_variable_replaces_auto_and_a_bad_value_is_named(monkeypatch):
+    """A reward or judge that names the verifier alone gets ``auto``; the variable
+    pins it (fp32 to reproduce float32 figures on a bf16 CPU); an explicit precision wins."""
+    from factrl.verifier.asset import PRECISION_ENV, VerifierAssetError, load_verifier
+
+    monkeypatch.setenv(PRECISION_ENV, "fp32")
+    assert load_verifier("factrl-verifier").info()["precision"] == "fp32"
+    assert load_verifier("factrl-verifier", precision="bf16").info()["precision"] == "bf16"
+    monkeypatch.setenv(PRECISION_ENV, " BF16 ")
+    assert load_verifier("factrl-verifier").info()["precision"] == "bf16"
+    monkeypatch.setenv(PRECISION_ENV, "fp16")
+    with pytest.raises(VerifierAssetError, match=PRECISION_ENV):
+        load_verifier("factrl-verifier")
+
+
 @pytest.mark.data
 @pytest.mark.slow  # rebuilds SciFact's pairs (BM25 hard negatives) and scores 359 of them: ~30 s
 def test_the_manifest_held_out_scifact_figures_are_reproduced():

@@ -10,6 +10,10 @@ validation and held-out metrics, the delta's SHA-256 and the base weights' SHA-2
 Names :func:`load_verifier` takes: ``"factrl-verifier"`` (the shipped one;
 ``FACTRL_VERIFIER_DIR`` overrides its folder), or a folder holding ``manifest.json`` or a
 training run's ``verifier.json`` beside ``delta.safetensors`` (``runs/verifier/final``).
+``FACTRL_VERIFIER_PRECISION`` (``fp32``, ``bf16``, ``int8``) replaces the default
+``auto`` wherever a verifier is loaded by name alone (a reward's or judge's
+``verifier = "factrl-verifier"``, ``retrieve_verify``): set it to ``fp32`` to reproduce
+figures scored in float32 on a CPU where ``auto`` means bf16.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = ["VERIFIER_NAME", "VerifierAssetError", "is_verifier_name", "load_veri
            "verifier_asset_dir", "verifier_manifest"]
 
 VERIFIER_NAME = "factrl-verifier"
+PRECISION_ENV = "FACTRL_VERIFIER_PRECISION"
 DELTA_FILE = "delta.safetensors"
 MANIFEST_FILE = "manifest.json"
 RUN_INFO_FILE = "verifier.json"
@@ -126,9 +131,14 @@ def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "auto") -> Cros
     """A ready verifier (shared per process: loading costs ~1 s); see the module doc.
     ``precision``: ``auto`` (bf16 where the CPU multiplies it natively, else fp32; the
     verifier runs on the CPU),
-    ``fp32``, ``bf16`` or ``int8`` (:class:`~factrl.verifier.scoring.CrossEncoderVerifier`)."""
-    from factrl.retrieval.encoders import resolve_precision
+    ``fp32``, ``bf16`` or ``int8`` (:class:`~factrl.verifier.scoring.CrossEncoderVerifier`);
+    ``auto`` yields to ``$FACTRL_VERIFIER_PRECISION`` when that is set."""
+    from factrl.retrieval.encoders import PRECISIONS, resolve_precision
 
+    if precision == "auto" and os.environ.get(PRECISION_ENV, "").strip():
+        precision = os.environ[PRECISION_ENV].strip().lower()
+        if precision not in PRECISIONS:
+            raise VerifierAssetError(f"${PRECISION_ENV}={os.environ[PRECISION_ENV]!r}: choose from {', '.join(PRECISIONS)}")
     precision = resolve_precision(precision, cpu=True)  # the verifier runs on the CPU
     folder = _folder(name)
     info = verifier_manifest(folder) if name.strip().lower() == VERIFIER_NAME else _read(folder)
