@@ -11,8 +11,12 @@ its verdict follow its reading. The same recipe on held-out world seed 505 (150 
 warm-up 0.420, GRPO 0.593 (34 fixed / 8 broken, p = 7e-5; REFUTE 0 -> 34 of 50, the
 reading kept), the sign-flipped control 0.340 (docs/benchmarks.md, "A warm-up wrong only
 at the verdict"). Budgets are in steps, not minutes, so the result does not depend on the
-machine's load. Slow (22 minutes on the idle 2-core box, 47 shared with other runs; first run:
-warm-up 0.378, GRPO 0.533, p = 0.0094, control 0.333): ``pytest -m slow tests/learning``.
+machine's load. Slow: ``pytest -m slow tests/learning``. In bf16 mixed precision (what
+the test picks where the CPU has bf16 units) 14 min 54 s on the idle 2-core box: warm-up 0.322,
+GRPO 0.533 (25 fixed / 6 broken, p = 0.0009), control 0.344; with one torch thread GRPO
+0.544 (bf16 sums depend on the thread count, float32's here did not). In float32 22
+minutes idle, 47 shared with other runs: warm-up 0.378, GRPO 0.533, p = 0.0094, control
+0.333 (deterministic).
 
 The recipe before this one (a clean but under-trained warm-up) passed on its own held-out
 sample (+0.100) and gained no more than its control on two fresh ones."""
@@ -22,7 +26,11 @@ import pytest
 pytest.importorskip("torch")
 
 from factrl.recipes.factworld import FactworldRecipe, run_recipe  # noqa: E402
+from factrl.retrieval.encoders import native_bf16  # noqa: E402
 
+# bf16 mixed precision where the CPU multiplies bf16 natively (AVX512-BF16, AMX): about
+# twice as fast; float32 elsewhere. Both were run with the margin below (figures above).
+DTYPE = "bfloat16" if native_bf16(cpu=True) else "float32"
 MARGIN = 0.10  # held-out label accuracy GRPO must add to its warm-up
 CONTROL = "flip_advantage"  # advantages with the sign flipped: must not gain MARGIN / 2
 
@@ -31,7 +39,7 @@ RECIPE = FactworldRecipe(
     teacher_claims=240, teacher_noise=0.0, teacher_reasoning="compare", teacher_confusion="REFUTE->SUPPORT:0.7",
     teacher_errors="verdict", sft_learning_rate=1e-3, sft_epochs=2.0,
     sft_max_minutes=None, sft_tokens_per_batch=1024, sft_lora_layers=10,
-    checkpoints=(1.0,), controls=(CONTROL,), device="cpu", dtype="float32",
+    checkpoints=(1.0,), controls=(CONTROL,), device="cpu", dtype=DTYPE,
     grpo_overrides={"env.context_sentences": 3, "env.params.offline_lines": 3, "rollout.temperature": 0.8,
                     "rollout.max_new_tokens": 96, "rollout.max_total_tokens": 96, "model.lora_layers": 10,
                     "grpo.max_steps": 12, "grpo.max_minutes": None, "grpo.prompts_per_generation": 3,
