@@ -12,7 +12,8 @@ warm-up 0.420, GRPO 0.593 (34 fixed / 8 broken, p = 7e-5; REFUTE 0 -> 34 of 50, 
 reading kept), the sign-flipped control 0.340 (docs/benchmarks.md, "A warm-up wrong only
 at the verdict"). Budgets are in steps, not minutes, so the result does not depend on the
 machine's load. Slow: ``pytest -m slow tests/learning``. In bf16 mixed precision (what
-the test picks where the CPU has bf16 units) 14 min 54 s on the idle 2-core box: warm-up 0.322,
+the test picks where the CPU has bf16 units) 14 min 54 s and 16 min 38 s in two runs on the
+idle 2-core box, the same figures both times: warm-up 0.322,
 GRPO 0.533 (25 fixed / 6 broken, p = 0.0009), control 0.344; with one torch thread GRPO
 0.544 (bf16 sums depend on the thread count, float32's here did not). In float32 22
 minutes idle, 47 shared with other runs: warm-up 0.378, GRPO 0.533, p = 0.0094, control
