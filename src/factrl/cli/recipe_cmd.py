@@ -28,6 +28,8 @@ def factworld(
     eval_base: bool = typer.Option(False, "--eval-base", help="Also evaluate the untrained model."),
     run: list[str] = typer.Option([], "--run", help="Train/evaluate only these GRPO runs: 'none' (the real one) or "
                                   "a --control name (repeatable), e.g. controls in a second process."),
+    side_by_side: bool = typer.Option(False, "--side-by-side", help="Train and evaluate the real run and each "
+                                      "control at once, each in its own process with a share of the cores."),
     device: str = typer.Option(None, "--device", show_default="auto",
                                help=f"Where every stage trains and evaluates: {DEVICE_CHOICES}."),
     dtype: str = typer.Option(None, "--dtype", show_default="auto",
@@ -60,8 +62,8 @@ def factworld(
         settings["controls"] = tuple(control) if control else tuple(settings.get("controls", ()))
         settings["eval_base"] = eval_base or bool(settings.get("eval_base", False))
         recipe = FactworldRecipe(grpo_overrides={**base_set, **parse_overrides(set_)}, **settings)
-        run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None)
-    except (ValueError, FileNotFoundError) as exc:
+        run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None, side_by_side=side_by_side)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     report = out / "report.md"

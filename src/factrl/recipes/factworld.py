@@ -363,10 +363,11 @@ def _recipe_json(r: FactworldRecipe) -> dict[str, Any]:
 
 
 def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] = STAGES,
-               runs: tuple[str, ...] | None = None) -> dict[str, Any]:
+               runs: tuple[str, ...] | None = None, side_by_side: bool = False) -> dict[str, Any]:
     """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran.
     ``runs`` limits the GRPO runs trained and evaluated to these names ("none" = the real
-    one, or controls of ``r.controls``), so runs can go in parallel processes."""
+    one, or controls of ``r.controls``), so runs can go in parallel processes;
+    ``side_by_side`` starts those processes itself, the cores split between them."""
     from factrl.runs.info import write_json_atomic
     from factrl.train.controls import check_control
 
@@ -383,7 +384,6 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
 
     if r.teacher_errors not in ERRORS:
         raise ValueError(f"teacher_errors must be one of {', '.join(ERRORS)}, got {r.teacher_errors!r}")
-
     if r.teacher_missed_hop not in MISSED_HOP:
         raise ValueError(f"teacher_missed_hop must be one of {', '.join(MISSED_HOP)}, got {r.teacher_missed_hop!r}")
     out = Path(out)
@@ -421,20 +421,23 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
         raise ValueError(f"unknown run(s) {', '.join(unknown)}: 'none' or one of the controls {', '.join(r.controls) or '(none)'}")
     report = None
     if "eval" in stages and "none" in chosen:  # the starting point(s) first: a weak warm-up shows at once
-        for name in ("base", "warmup"):
-            model = {"base": None, "warmup": out / "warmup" / "final"}[name]
-            if name == "base" and r.eval_base:
-                from factrl.lm.loader import resolve_model_path
+        from factrl.lm.loader import resolve_model_path
 
-                model = Path(resolve_model_path(r.model))
+        base = Path(resolve_model_path(r.model)) if r.eval_base else None
+        for name, model in (("base", base), ("warmup", out / "warmup" / "final")):
             if model is not None and (model / "config.json").is_file():
                 timed(f"eval-{name}", _evaluate, r, out, name, model)
+    parallel = tuple(s for s in ("grpo", "eval") if s in stages)
+    if side_by_side and len(chosen) > 1 and parallel:  # each run in its own process (recipes.side_by_side)
+        from factrl.recipes.side_by_side import run_side_by_side
+
+        timings.update(run_side_by_side(out, chosen, parallel))
+        chosen = ()
     for control in chosen:
         if "grpo" in stages:
             timed(f"grpo-{control}", _grpo, r, out, control)
         if "eval" in stages:
-            models = _stage_models(r, out, only=control)
-            for name, model in models.items():
+            for name, model in _stage_models(r, out, only=control).items():
                 timed(f"eval-{name}", _evaluate, r, out, name, model)
     if "report" in stages:
         from factrl.recipes.factworld_report import write_report
