@@ -1,9 +1,9 @@
 """GRPO runs of one recipe side by side: the real run and its controls each train and
 evaluate in their own process, the CPU's cores split between them.
 
-On a small CPU two one-thread processes get more work done than one two-thread process
-running the same jobs one after the other (a 135M model's kernels do not scale to the
-second thread perfectly), so a recipe with a control finishes sooner. Each process is
+A 135M model's kernels do not use a second thread fully, so on a small CPU two
+one-thread processes may finish a run and its control sooner than one two-thread process
+doing them in turn (not yet measured for this module). Each process is
 ``factrl train factworld --from OUT/recipe.json --out OUT --stage ... --run NAME`` — the
 same resumable stages a user would start by hand — with ``OMP_NUM_THREADS`` set to its
 share. bf16 sums depend on the thread count, so a run's figures can differ by a claim or
@@ -58,7 +58,8 @@ def run_side_by_side(out: Path, runs: tuple[str, ...], stages: tuple[str, ...], 
             cmd += ["--stage", s]
         procs[name] = subprocess.Popen([*cmd, "--run", name], env=env)  # noqa: S603 (our own CLI)
         print(f"[factworld] run {name}: process {procs[name].pid}, {n} thread(s)", file=sys.stderr, flush=True)
-    failed = [f"{name} (exit {p.wait()})" for name, p in procs.items() if p.wait() != 0]
+    codes = {name: p.wait() for name, p in procs.items()}
+    failed = [f"{name} (exit {code})" for name, code in codes.items() if code != 0]
     if failed:
         raise RuntimeError(f"side-by-side run(s) failed: {', '.join(failed)}; run the recipe again to resume")
     return {"side-by-side": round(time.perf_counter() - t0, 1)}
