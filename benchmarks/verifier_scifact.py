@@ -7,6 +7,12 @@ interval, per-label recall with intervals, macro-F1, gold-evidence hits, seconds
 claim. ``--tune`` first picks the two aggregation thresholds on the *validation* claims
 (grid, best accuracy) and reports held-out figures with them beside the verifier's own.
 
+``aggregation``: what else the agent could read and how it could decide, chosen on the
+validation claims only: the top 1–5 units' sentences, adjacent two-sentence windows and
+whole units (and their unions) scored once against the claim, each with the verifier's
+thresholds and with thresholds tuned on validation; the held-out accuracy of each, and of
+the one validation picks.
+
 ``speed``: batched scoring throughput on held-out SciFact and Climate-FEVER pairs, fp32,
 bf16 and int8 (``--precisions``), at 1 and 2 torch threads (pairs per wall-clock second,
 and per CPU-second of the process, which a shared machine's wall clock does not show), and
@@ -135,6 +141,69 @@ def agent(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+GRANULARITIES = {"s": "sentences", "w": "two-sentence windows", "u": "whole units"}
+
+
+def _score_units(claims: list[Any], index: Any, verifier: Any, top_k: int) -> list[dict[str, Any]]:
+    """Per claim, its top ``top_k`` units, each read as sentences, adjacent two-sentence
+    windows and the whole unit: ``{"label", "units": [{"kinds", "probs"}]}``."""
+    rows = []
+    for c in claims:
+        units = []
+        for h in index.search([c.text.strip()[:500]], top_k)[0]:
+            p = h.passage
+            sents = list(p.sentences or [p.text])
+            texts = sents + [" ".join(sents[i:i + 2]) for i in range(len(sents) - 1)] + [p.text]
+            kinds = ["s"] * len(sents) + ["w"] * (len(sents) - 1) + ["u"]
+            units.append({"kinds": kinds, "probs": verifier.predict([c.text] * len(texts), texts).tolist()})
+        rows.append({"label": c.label, "units": units})
+    return rows
+
+
+def _rule_accuracy(rows: list[dict[str, Any]], kinds: str, units: int, support: float, refute: float) -> float:
+    import numpy as np
+
+    from factrl.verifier.judge import aggregate_verdict
+    from factrl.verifier.scoring import Thresholds
+
+    right = 0
+    for r in rows:
+        probs = [pr for u in r["units"][:units] for k, pr in zip(u["kinds"], u["probs"]) if k in kinds]
+        arr = np.array(probs).reshape(-1, 3)
+        right += aggregate_verdict(arr, [str(i) for i in range(len(arr))], Thresholds(support, refute)).label == r["label"]
+    return right / len(rows)
+
+
+def aggregation(args: argparse.Namespace) -> dict[str, Any]:
+    from factrl.metrics.significance import wilson_interval
+    from factrl.retrieval.index import load_index
+    from factrl.verifier.asset import load_verifier
+
+    index = load_index(args.index)
+    verifier = load_verifier(args.verifier, precision=args.precision)
+    own = (verifier.thresholds.support, verifier.thresholds.refute)
+    rows = {split: _score_units(_claims(args.data_dir, split), index, verifier, args.max_units)
+            for split in ("validation", "held_out")}
+    grid = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    rules = []
+    for kinds in ("s", "w", "u", "sw", "su", "wu", "swu"):
+        for m in range(1, args.max_units + 1):
+            tuned = max(itertools.product(grid, grid),
+                        key=lambda st: (_rule_accuracy(rows["validation"], kinds, m, *st), st))
+            for name, th in (("own", own), ("tuned", tuned)):
+                rules.append({"read": "+".join(GRANULARITIES[k] for k in kinds), "units": m, "thresholds": name,
+                              "support": th[0], "refute": th[1],
+                              "validation": _rule_accuracy(rows["validation"], kinds, m, *th),
+                              "held_out": _rule_accuracy(rows["held_out"], kinds, m, *th)})
+    # validation picks; ties go to the agent's default reading (sentences, 3 units, own thresholds)
+    default = {"read": "sentences", "units": 3, "thresholds": "own"}
+    pick = max(rules, key=lambda r: (r["validation"], all(r[k] == v for k, v in default.items())))
+    n = len(rows["held_out"])
+    pick["held_out_ci95"] = list(wilson_interval(round(pick["held_out"] * n), n))
+    return {"verifier": verifier.info(), "claims": {k: len(v) for k, v in rows.items()}, "picked_on_validation": pick,
+            "default": next(r for r in rules if all(r[k] == v for k, v in default.items())), "rules": rules}
+
+
 def speed(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     import torch
@@ -175,7 +244,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("agent", "speed"))
+    ap.add_argument("what", choices=("agent", "aggregation", "speed"))
     ap.add_argument("--verifier", default="factrl-verifier")
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--index", type=Path, default=Path("runs/scifact-index"))
@@ -184,11 +253,12 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", help="the agent's scoring precision (auto: bf16 where native)")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "int8"], help="speed: the precisions timed")
     ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--max-units", type=int, default=5, help="aggregation: units read, 1 to this")
     ap.add_argument("--pairs", type=int, default=512)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    report = agent(args) if args.what == "agent" else speed(args)
+    report = {"agent": agent, "aggregation": aggregation, "speed": speed}[args.what](args)
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

@@ -11,13 +11,15 @@ its verdict follow its reading. The same recipe on held-out world seed 505 (150 
 warm-up 0.420, GRPO 0.593 (34 fixed / 8 broken, p = 7e-5; REFUTE 0 -> 34 of 50, the
 reading kept), the sign-flipped control 0.340 (docs/benchmarks.md, "A warm-up wrong only
 at the verdict"). Budgets are in steps, not minutes, so the result does not depend on the
-machine's load. Slow: ``pytest -m slow tests/learning``. In bf16 mixed precision (what
-the test picks where the CPU has bf16 units) 14 min 54 s and 16 min 38 s in two runs on the
-idle 2-core box, the same figures both times: warm-up 0.322,
-GRPO 0.533 (25 fixed / 6 broken, p = 0.0009), control 0.344; with one torch thread GRPO
-0.544 (bf16 sums depend on the thread count, float32's here did not). In float32 22
-minutes idle, 47 shared with other runs: warm-up 0.378, GRPO 0.533, p = 0.0094, control
-0.333 (deterministic).
+machine's load. Slow: ``pytest -m slow tests/learning``. The real run and the control
+train side by side, one process and one torch thread each (``side_by_side=True``): on the
+idle 2-core box 14 min 42 s in all, warm-up 0.356, GRPO 0.533 (22 fixed / 6 broken,
+p = 0.0037), control 0.344 (2026-11-29). One after the other on both cores, as before, the
+same test took 14 min 54 s and 16 min 38 s in two runs (warm-up 0.322, GRPO 0.533, 25 / 6,
+p = 0.0009, control 0.344); bf16 sums depend on the thread count and bf16 SFT is not
+bit-reproducible, so figures move by a few claims between runs. In float32 (the test's
+choice where the CPU has no bf16 units) 22 minutes idle one after the other: warm-up
+0.378, GRPO 0.533, p = 0.0094, control 0.333 (deterministic).
 
 The recipe before this one (a clean but under-trained warm-up) passed on its own held-out
 sample (+0.100) and gained no more than its control on two fresh ones."""
@@ -59,7 +61,7 @@ def _last(stages: dict[str, float], prefix: str) -> float:
 
 @pytest.mark.slow
 def test_grpo_beats_its_warmup_on_a_held_out_world_and_the_sign_flipped_control_does_not(tmp_path) -> None:
-    report = run_recipe(RECIPE, tmp_path / "run")
+    report = run_recipe(RECIPE, tmp_path / "run", side_by_side=True)
     acc = {row["stage"]: row["accuracy"] for row in report["stages"]}
     warm, real, control = acc["warmup"], _last(acc, "grpo@"), _last(acc, f"control-{CONTROL}@")
     assert real - warm >= MARGIN - EPS, f"GRPO {real:.3f} vs warm-up {warm:.3f}: {report['stages']}"

@@ -2,8 +2,10 @@
 evaluate in their own process, the CPU's cores split between them.
 
 A 135M model's kernels do not use a second thread fully, so on a small CPU two
-one-thread processes may finish a run and its control sooner than one two-thread process
-doing them in turn (not yet measured for this module). Each process is
+one-thread processes finish a run and its control sooner than one two-thread process
+doing them in turn: the slow learning test's 12-update offline recipe took 8.6 minutes for
+both runs' GRPO and evaluation side by side on the idle 2-core box, against 10.1 and
+11.5 one after the other on two threads (docs/benchmarks.md). Each process is
 ``factrl train factworld --from OUT/recipe.json --out OUT --stage ... --run NAME`` — the
 same resumable stages a user would start by hand — with ``OMP_NUM_THREADS`` set to its
 share. bf16 sums depend on the thread count, so a run's figures can differ by a claim or
