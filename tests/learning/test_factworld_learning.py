@@ -13,8 +13,8 @@ reading kept), the sign-flipped control 0.340 (docs/benchmarks.md, "A warm-up wr
 at the verdict"). Budgets are in steps, not minutes, so the result does not depend on the
 machine's load. Slow: ``pytest -m slow tests/learning``. The real run and the control
 train side by side, one process and one torch thread each (``side_by_side=True``): on the
-idle 2-core box 14 min 42 s in all, warm-up 0.356, GRPO 0.533 (22 fixed / 6 broken,
-p = 0.0037), control 0.344 (2026-11-29). One after the other on both cores, as before, the
+idle 2-core box the test passed in 13 min 34 s, warm-up 0.356, GRPO 0.533 (22 fixed /
+6 broken, p = 0.0037), control 0.344 (2026-11-29). One after the other on both cores, as before, the
 same test took 14 min 54 s and 16 min 38 s in two runs (warm-up 0.322, GRPO 0.533, 25 / 6,
 p = 0.0009, control 0.344); bf16 sums depend on the thread count and bf16 SFT is not
 bit-reproducible, so figures move by a few claims between runs. In float32 (the test's

@@ -26,3 +26,16 @@ def test_a_number_for_a_text_setting_is_its_text():
 def test_a_setting_of_the_wrong_type_is_refused_by_name(setting, value):
     with pytest.raises(ValueError, match=f"recipe setting {setting} must be"):
         FactworldRecipe(**{setting: value})
+
+
+def test_a_run_recorded_before_a_setting_existed_resumes_and_another_seed_does_not():
+    from dataclasses import asdict
+
+    from factrl.recipes.settings import changed_settings
+
+    defaults = asdict(FactworldRecipe())
+    recorded = {k: v for k, v in defaults.items() if k != "sft_seed"}  # a recipe.json from before sft_seed
+    assert changed_settings(recorded, asdict(FactworldRecipe()), defaults) == []
+    assert changed_settings(recorded, asdict(FactworldRecipe(sft_seed=1)), defaults) == ["sft_seed"]
+    # where it runs may change on resume; what its stages make may not
+    assert changed_settings(defaults, asdict(FactworldRecipe(device="cpu", dtype="bfloat16")), defaults) == []

@@ -70,6 +70,7 @@ class FactworldRecipe:
     sft_decision_weight: float = 1.0
     sft_tokens_per_batch: int = 4096  # padded tokens per optimiser step
     sft_lora_layers: int | None = None  # LoRA in the top N blocks only (train.lora); unset: all
+    sft_seed: int = 0  # the warm-up's batch order and LoRA initialisation (a replicate: another)
     checkpoints: tuple[float, ...] = (0.25, 0.5, 1.0)
     controls: tuple[str, ...] = ()  # e.g. ("flip_advantage", "invert_mask", "shuffle_rewards")
     grpo_overrides: dict[str, Any] = field(default_factory=dict)  # --set keys of the preset
@@ -246,8 +247,7 @@ def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
     return train_weighted_sft(examples, path, out / "warmup", WeightedSFTSettings(
         learning_rate=r.sft_learning_rate, epochs=r.sft_epochs, decision_weight=r.sft_decision_weight,
         max_minutes=r.sft_max_minutes, max_length=1024, lora_layers=r.sft_lora_layers,
-        tokens_per_batch=r.sft_tokens_per_batch, device=r.device,
-        dtype=r.dtype))
+        tokens_per_batch=r.sft_tokens_per_batch, device=r.device, dtype=r.dtype, seed=r.sft_seed))
 
 
 def _grpo(r: FactworldRecipe, out: Path, control: str) -> Path:
