@@ -14,7 +14,9 @@ resumes where it stopped):
 4. ``grpo``: the preset's GRPO from the warm-up, with checkpoints at 25/50/100 % of the
    updates; ``controls`` repeat it with a broken trainer (:mod:`factrl.train.controls`).
 5. ``eval``: greedy (or ``eval_temperature``) evaluation of every stage on the held-out
-   world's claims.
+   world's claims; with ``val_claims`` > 0 also of the warm-up and the real run's
+   checkpoints on a validation world, which picks the checkpoint the report names
+   (:mod:`factrl.recipes.factworld_eval`).
 6. ``report``: accuracy with 95 % Wilson intervals, exact McNemar tests paired by claim
    against the warm-up, and the reward curves (``report.md``, ``results.json``).
 """
@@ -22,15 +24,22 @@ resumes where it stopped):
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factrl.recipes.factworld_config import env_factory as _env_factory
+from factrl.recipes.factworld_config import env_name as _env_name
+from factrl.recipes.factworld_config import grpo_config as _grpo_config
+from factrl.recipes.factworld_config import is_rar as _is_rar
+from factrl.recipes.factworld_config import say as _say
+from factrl.recipes.factworld_eval import evaluate_stage as _evaluate
+from factrl.recipes.factworld_eval import exact_reward as _exact_reward
+from factrl.recipes.factworld_eval import heldout_claims, validate, worlds_of
 from factrl.types import Claim
 
-__all__ = ["FactworldRecipe", "run_recipe", "STAGES"]
+__all__ = ["FactworldRecipe", "run_recipe", "STAGES", "heldout_claims"]
 
 STAGES = ("worlds", "teach", "warmup", "grpo", "eval", "report")
 
@@ -81,6 +90,10 @@ class FactworldRecipe:
     eval_temperature: float = 0.0
     eval_seed: int = 0
     eval_base: bool = False  # also evaluate the untrained model
+    # A validation world (a third seed) that picks the reported GRPO checkpoint: 0 = none
+    # (recipes.factworld_eval); the held-out figures never choose.
+    val_claims: int = 0
+    val_seed: int = 303
     # Where every stage trains and evaluates (factrl.lm.device): auto = CUDA when available;
     # dtype auto = bf16 mixed precision on a GPU that has it, else float32. A resumed run may
     # change either.
@@ -93,81 +106,21 @@ class FactworldRecipe:
         check_settings(self, "recipe setting")
 
 
-def _say(msg: str) -> None:
-    print(f"[factworld {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 # -- stages -----------------------------------------------------------------------------
 
 def _worlds(r: FactworldRecipe, out: Path) -> None:
     from factrl.datasets.factworld import WorldConfig, parse_hops, write_world
     from factrl.retrieval.index import build_index
 
-    for name, seed, claims in (("world", r.train_seed, r.claims), ("heldout", r.heldout_seed, max(r.heldout_claims * 2, 60))):
+    for name, seed, claims in worlds_of(r):
         d = out / name
         if not (d / "manifest.json").is_file():
             write_world(WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
                                     paraphrase_rate=r.paraphrase_rate, distractors=r.distractors), d, overwrite=True)
         if not (d / "index" / "manifest.json").is_file():
             build_index(d / "corpus.jsonl", d / "index", overwrite=True, progress=False)
-    _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}")
-
-
-def _env_name(r: FactworldRecipe) -> str:
-    """The agent (environment) the recipe's preset, with its overrides, trains."""
-    from factrl.train.config import load_run_config
-
-    return str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name)
-
-
-def _is_rar(r: FactworldRecipe) -> bool:
-    """Binary RAR's recipe: prompts to answer (the worlds' ``rar/`` sets), not claims."""
-    return _env_name(r) == "rar"
-
-
-def _grpo_config(r: FactworldRecipe, out: Path, control: str) -> Any:
-    from factrl.train.config import load_run_config
-
-    data = ({"data.dataset": "rar_prompts", "data.data_dir": str(out / "world" / "rar"),
-             "reward.params.world": str(out / "world")} if _is_rar(r) else
-            {"data.dataset": "factworld", "data.data_dir": str(out / "world")})
-    sets: dict[str, Any] = {
-        **data, "env.index": str(out / "world" / "index"),
-        "model.device": r.device, "model.dtype": r.dtype,
-        **r.grpo_overrides,
-        "model.id": str(out / "warmup" / "final"), "grpo.control": control,
-    }
-    cfg = load_run_config(r.preset, sets)
-    cfg.output_dir = str(out / f"grpo-{control}")
-    steps = cfg.grpo.max_steps
-    marks = sorted({max(1, round(steps * f)) for f in r.checkpoints})
-    cfg.grpo.save_steps = marks[0] if len(marks) == 1 else _gcd(marks)
-    cfg.grpo.save_total_limit = None
-    return cfg
-
-
-def _gcd(xs: list[int]) -> int:
-    from math import gcd
-
-    g = 0
-    for x in xs:
-        g = gcd(g, x)
-    return max(1, g)
-
-
-def _env_factory(cfg: Any, index_dir: Path) -> Any:
-    from factrl.train.setup import run_env_factory
-
-    cfg = _replace_index(cfg, index_dir)
-    return run_env_factory(cfg)
-
-
-def _replace_index(cfg: Any, index_dir: Path) -> Any:
-    import copy
-
-    cfg = copy.deepcopy(cfg)
-    cfg.env.index = str(index_dir)
-    return cfg
+    _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}"
+         + (f", validation seed {r.val_seed}" if r.val_claims > 0 else ""))
 
 
 def _teach(r: FactworldRecipe, out: Path) -> Path:
@@ -304,57 +257,6 @@ def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, P
     return stages
 
 
-def heldout_claims(r: FactworldRecipe, out: Path) -> list[Claim]:
-    """The evaluated claims: label-balanced, from every split of the held-out world
-    (Binary RAR: its prompts, one per entity)."""
-    from factrl.datasets import load_dataset
-    from factrl.datasets.sampling import interleave_labels
-
-    from factrl.recipes.factworld_haris import label_mix
-
-    env = _env_name(r)
-    name, where = ("rar_prompts", out / "heldout" / "rar") if env == "rar" else ("factworld", out / "heldout")
-    claims = [c for split in ("train", "dev", "test") for c in load_dataset(name, where, split).claims]
-    return interleave_labels(claims, seed=0, weights=label_mix(env))[: r.heldout_claims]
-
-
-def _evaluate(r: FactworldRecipe, out: Path, name: str, model: Path) -> dict[str, Any]:
-    from factrl.evaluate import evaluate
-    from factrl.lm.loader import load_lm
-    from factrl.rollout import RolloutConfig
-    from factrl.train.setup import frozen_lm_options
-
-    d = out / "eval" / name.replace("@", "-").replace("%", "pct")
-    if (d / "metrics.json").is_file():
-        return json.loads((d / "metrics.json").read_text())
-    cfg = _grpo_config(r, out, "none")
-    claims = heldout_claims(r, out)
-    _say(f"eval {name}: {len(claims)} held-out claims")
-    from factrl.recipes.factworld_haris import load_pair
-
-    pair = load_pair(model)  # HARIS after GRPO: the trained reasoner with its trained search agent
-    lm = load_lm(pair["reasoner"] if pair else str(model), **frozen_lm_options(cfg.model))
-    lms = {"searcher": load_lm(pair["searcher"], **frozen_lm_options(cfg.model))} if pair else None
-    return evaluate(claims, _env_factory(cfg, out / "heldout" / "index"), lm, d, reward=_exact_reward(r, out / "heldout"),
-                    lms=lms,
-                    rollout=RolloutConfig(temperature=r.eval_temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                          max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch,
-                                          seed=r.eval_seed if r.eval_temperature > 0 else None),
-                    run_info={"model": str(model), "stage": name, "world_seed": r.heldout_seed, **(pair or {}),
-                              "temperature": r.eval_temperature,
-                              **lm.runtime_info()}, progress=False)
-
-
-def _exact_reward(r: FactworldRecipe, world: Path) -> Any:
-    """Binary RAR's episodes are scored by the exact verifier of ``world``; other agents'
-    by their environment's own reward (None)."""
-    if not _is_rar(r):
-        return None
-    from factrl.rewards import RewardSpec, build_reward
-
-    return build_reward(RewardSpec(name="rar_factworld", params={"world": str(world)}))
-
-
 def _recipe_json(r: FactworldRecipe) -> dict[str, Any]:
     d = asdict(r)
     d["checkpoints"] = list(r.checkpoints)
@@ -439,6 +341,8 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
         if "eval" in stages:
             for name, model in _stage_models(r, out, only=control).items():
                 timed(f"eval-{name}", _evaluate, r, out, name, model)
+            if control == "none":  # the checkpoint to report, picked on the validation world
+                timed("eval-validation", validate, r, out, _stage_models(r, out, only="none"))
     if "report" in stages:
         from factrl.recipes.factworld_report import write_report
 

@@ -9,34 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from factrl.recipes.factworld_eval import correct_by_id, labels_by_id, pick
+
 __all__ = ["write_report"]
-
-
-def _correct_by_id(d: Path, rar: bool = False, two_way: bool = False) -> dict[str, float]:
-    """Per claim 1.0 when the verdict's label is right (Binary RAR: when the response has
-    no contradicted sentence, the exact verifier's reward; ``two_way``: HARIS's scale,
-    NOT ENOUGH INFO read as Refute)."""
-    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
-
-    if rar:
-        return {t.claim_id: float(t.reward.components.get("no_contradiction", 0.0))
-                for t in read_trajectories(d / TRAJ_FILE)}
-    return {i: float(right) for i, (_, _, right) in _labels_by_id(d, two_way).items()}
-
-
-def _labels_by_id(d: Path, two_way: bool = False) -> dict[str, tuple[str, str | None, bool]]:
-    """Per claim (gold label, predicted label or None when no label was read, right);
-    ``two_way``: right on the agent's two-way scale (HARIS: NOT ENOUGH INFO is Refute)."""
-    from factrl.protocol.haris import binary_gold
-    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
-
-    out = {}
-    for t in read_trajectories(d / TRAJ_FILE):
-        gold = binary_gold(t.claim.label) if two_way else t.claim.label
-        pred = None if t.verdict.label is None else str(t.verdict.label)
-        out[t.claim_id] = (str(t.claim.label), pred, t.verdict.label is not None and t.verdict.label == gold)
-    return out
-
 
 Labels = dict[str, tuple[str, str | None, bool]]
 
@@ -173,15 +148,15 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     env = load_run_config(r.preset, dict(r.grpo_overrides)).env.name
     rar, two_way = env == "rar", env == "haris"  # Binary RAR: prompts, not claims; HARIS: Support / Refute
     rows = []
-    base = _correct_by_id(out / "eval" / "warmup", rar, two_way)
+    base = correct_by_id(out / "eval" / "warmup", rar, two_way)
     base_informative = _informative_by_id(out / "eval" / "warmup") if rar else {}
     base_meteor = _meteor_by_id(out / "eval" / "warmup")
-    base_labels = {} if rar else _labels_by_id(out / "eval" / "warmup", two_way)
+    base_labels = {} if rar else labels_by_id(out / "eval" / "warmup", two_way)
     for name in stages:
         d = out / "eval" / name.replace("@", "-").replace("%", "pct")
         if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
             continue
-        got = _correct_by_id(d, rar, two_way)
+        got = correct_by_id(d, rar, two_way)
         n, k = len(got), int(sum(got.values()))
         lo, hi = wilson_interval(k, n)
         row = {"stage": name, "n": n, "accuracy": k / n if n else None, "ci95": [lo, hi]}
@@ -209,7 +184,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
                 c = sum(1 for i in common if base_informative[i] and not info[i])
                 row.update({"informative_fixed": b, "informative_broken": c, "informative_p": mcnemar_exact(b, c)})
         if not rar:
-            labels = _labels_by_id(d, two_way)
+            labels = labels_by_id(d, two_way)
             row.update(_by_label(labels, labels if name == "warmup" else base_labels))
             row["collapsed_to"] = _collapse(row)
         meteor = _meteor_by_id(d)
@@ -228,7 +203,8 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             png = plot_curves(log, log.parent / "curves.png")
             curves[control if log.parent == run else f"{control} {log.parent.relative_to(run)}"] = str(png) if png else None
     vacuous = _vacuous_controls(out, r.controls)
-    result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous}
+    selection = pick(r, out, stages)
+    result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous, "selection": selection}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
@@ -256,6 +232,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     lines += ["", *(f"- **control {c} trained nothing**: grad norm 0 at all {k} updates (no token left in its "
                     "loss, e.g. invert_mask on an agent whose episodes hold no observation tokens); its null "
                     "result says nothing about the trainer." for c, k in vacuous.items())] if vacuous else []
+    lines += _selection_lines(selection, rows, "prompts" if rar else "claims")
     lines += ["", *(f"Curves ({c}): {p}" for c, p in curves.items() if p)]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return result
@@ -281,4 +258,23 @@ def _rar_table(rows: list[dict[str, Any]]) -> list[str]:
             for k in ("supported_sentences", "contradicted_sentences"))
         lines.append(f"| {row['stage']} | {row['contradiction_rate']:.3f} | {1 - hi:.3f}–{1 - lo:.3f} | {info} | "
                      f"{fb} | {p} | {ip} | {said} |")
+    return lines
+
+
+def _selection_lines(selection: dict[str, Any] | None, rows: list[dict[str, Any]], what: str) -> list[str]:
+    """The validation world's accuracy per candidate stage and the stage it picks, with
+    that stage's held-out figures (chosen without looking at them)."""
+    if not selection:
+        return []
+    lines = ["", f"Checkpoint picked on the validation world (seed {selection['world_seed']}, "
+             f"{selection['claims']} {what}; never trained on, not the held-out world):", "",
+             "| stage | validation accuracy | 95% CI |", "|---|---|---|"]
+    for name, v in selection["validation"].items():
+        mark = " (picked)" if name == selection["picked"] else ""
+        lines.append(f"| {name}{mark} | {v['accuracy']:.3f} | {v['ci95'][0]:.3f}–{v['ci95'][1]:.3f} |")
+    held = next((row for row in rows if row["stage"] == selection["picked"]), None)
+    if held is not None and held["accuracy"] is not None:
+        vs = (f", {held['fixed_vs_warmup']} fixed / {held['broken_vs_warmup']} broken vs warm-up, "
+              f"McNemar p = {held['mcnemar_p']:.2g}") if "mcnemar_p" in held else ""
+        lines += ["", f"**Picked: {selection['picked']}**, held-out {held['accuracy']:.3f}{vs}."]
     return lines

@@ -10,10 +10,11 @@ from typing import Any
 
 __all__ = ["RESUMABLE", "RESUMABLE_OVERRIDES", "changed_settings", "check_settings"]
 
-# What a resumed recipe run may change: how and where it runs, which runs it trains, and
-# how long GRPO may go on (each GRPO run records the budget it trained under in its own
+# What a resumed recipe run may change: how and where it runs, which runs it trains, how
+# many validation claims pick its checkpoint (each count is evaluated apart), and how
+# long GRPO may go on (each GRPO run records the budget it trained under in its own
 # directory), not what its stages make.
-RESUMABLE = ("controls", "eval_base", "eval_batch", "device", "dtype")
+RESUMABLE = ("controls", "eval_base", "eval_batch", "device", "dtype", "val_claims")
 RESUMABLE_OVERRIDES = ("grpo.max_minutes",)
 
 
