@@ -116,3 +116,39 @@ def test_the_validation_count_may_change_on_resume_but_not_its_seed():
     assert changed_settings(recorded, now, defaults) == []  # a run from before the setting, resumed with it
     now["val_seed"] = 404
     assert changed_settings(recorded, now, defaults) == ["val_seed"]
+
+
+def test_the_eval_stage_evaluates_the_warm_up_and_the_real_runs_checkpoints_on_validation(tmp_path, monkeypatch):
+    import factrl.evaluate
+    import factrl.lm.loader
+
+    done = []
+
+    class _LM:
+        def runtime_info(self):
+            return {}
+
+    def fake_evaluate(claims, make_env, lm, out_dir, **kw):
+        done.append((kw["run_info"]["world"], kw["run_info"]["stage"]))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "metrics.json").write_text("{}")
+        return {}
+
+    monkeypatch.setattr(factrl.evaluate, "evaluate", fake_evaluate)
+    monkeypatch.setattr(factrl.lm.loader, "load_lm", lambda *a, **k: _LM())
+    r = FactworldRecipe(**TINY, val_claims=12, controls=("flip_advantage",), checkpoints=(0.5, 1.0),
+                        grpo_overrides={"grpo.max_steps": 4})
+    for run in ("none", "flip_advantage"):  # finished GRPO runs: full models at each checkpoint
+        for d in ("checkpoint-2", "final"):
+            (tmp_path / f"grpo-{run}" / d).mkdir(parents=True)
+            (tmp_path / f"grpo-{run}" / d / "config.json").write_text("{}")
+        (tmp_path / f"grpo-{run}" / "metrics.jsonl").write_text('{"step": 4}\n')
+    (tmp_path / "warmup" / "final").mkdir(parents=True)
+    (tmp_path / "warmup" / "final" / "config.json").write_text("{}")
+    run_recipe(r, tmp_path, stages=("worlds", "eval"))
+    assert sorted(w for w in done if w[0] == "validation") == [
+        ("validation", "grpo@100%"), ("validation", "grpo@50%"), ("validation", "warmup")]
+    assert ("heldout", "control-flip_advantage@100%") in done  # controls: held out only
+    done.clear()
+    run_recipe(r, tmp_path, stages=("eval",))
+    assert done == []  # all done: a resumed run evaluates nothing again
