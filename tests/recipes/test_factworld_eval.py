@@ -37,27 +37,14 @@ def test_the_validation_world_has_its_own_claims_and_index(tmp_path):
     assert eval_dir(r, tmp_path, "grpo@50%", "validation") == tmp_path / "eval" / "validation-24" / "grpo-50pct"
 
 
-def test_a_stage_is_evaluated_on_the_validation_world_with_its_index(tmp_path, monkeypatch):
-    import factrl.evaluate
-    import factrl.lm.loader
+def test_a_stage_is_evaluated_on_the_validation_world_with_its_index(tmp_path, fake_evaluation):
     from factrl.recipes.factworld_eval import evaluate_stage
 
-    seen = {}
-
-    class _LM:
-        def runtime_info(self):
-            return {}
-
-    def fake_evaluate(claims, make_env, lm, out_dir, **kw):
-        seen.update(kw, n=len(claims), out_dir=out_dir, ids={c.id for c in claims})
-        return {}
-
-    monkeypatch.setattr(factrl.evaluate, "evaluate", fake_evaluate)
-    monkeypatch.setattr(factrl.lm.loader, "load_lm", lambda *a, **k: _LM())
     r = FactworldRecipe(**TINY, val_claims=24)
     run_recipe(r, tmp_path, stages=("worlds",))
     evaluate_stage(r, tmp_path, "grpo@50%", tmp_path / "model", "validation")
-    assert seen["n"] == 24 and all(i.startswith("fw303-") for i in seen["ids"])
+    seen = fake_evaluation[-1]
+    assert len(seen["claims"]) == 24 and all(c.id.startswith("fw303-") for c in seen["claims"])
     assert seen["out_dir"] == tmp_path / "eval" / "validation-24" / "grpo-50pct"
     assert (seen["run_info"]["world_seed"], seen["run_info"]["world"]) == (303, "validation")
     with pytest.raises(ValueError, match="world must be one of"):
@@ -118,24 +105,7 @@ def test_the_validation_count_may_change_on_resume_but_not_its_seed():
     assert changed_settings(recorded, now, defaults) == ["val_seed"]
 
 
-def test_the_eval_stage_evaluates_the_warm_up_and_the_real_runs_checkpoints_on_validation(tmp_path, monkeypatch):
-    import factrl.evaluate
-    import factrl.lm.loader
-
-    done = []
-
-    class _LM:
-        def runtime_info(self):
-            return {}
-
-    def fake_evaluate(claims, make_env, lm, out_dir, **kw):
-        done.append((kw["run_info"]["world"], kw["run_info"]["stage"]))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "metrics.json").write_text("{}")
-        return {}
-
-    monkeypatch.setattr(factrl.evaluate, "evaluate", fake_evaluate)
-    monkeypatch.setattr(factrl.lm.loader, "load_lm", lambda *a, **k: _LM())
+def test_the_eval_stage_evaluates_the_warm_up_and_the_real_runs_checkpoints_on_validation(tmp_path, fake_evaluation):
     r = FactworldRecipe(**TINY, val_claims=12, controls=("flip_advantage",), checkpoints=(0.5, 1.0),
                         grpo_overrides={"grpo.max_steps": 4})
     for run in ("none", "flip_advantage"):  # finished GRPO runs: full models at each checkpoint
@@ -146,9 +116,10 @@ def test_the_eval_stage_evaluates_the_warm_up_and_the_real_runs_checkpoints_on_v
     (tmp_path / "warmup" / "final").mkdir(parents=True)
     (tmp_path / "warmup" / "final" / "config.json").write_text("{}")
     run_recipe(r, tmp_path, stages=("worlds", "eval"))
+    done = [(c["run_info"]["world"], c["run_info"]["stage"]) for c in fake_evaluation]
     assert sorted(w for w in done if w[0] == "validation") == [
         ("validation", "grpo@100%"), ("validation", "grpo@50%"), ("validation", "warmup")]
     assert ("heldout", "control-flip_advantage@100%") in done  # controls: held out only
-    done.clear()
+    fake_evaluation.clear()
     run_recipe(r, tmp_path, stages=("eval",))
-    assert done == []  # all done: a resumed run evaluates nothing again
+    assert fake_evaluation == []  # all done: a resumed run evaluates nothing again

@@ -81,27 +81,14 @@ def test_a_prompt_without_notes_is_a_recorded_failure_not_a_crash():
     assert by_id["noted"].error is None and by_id["noted"].prompt[0].content == "Notes:\nX is a city.\n\nDescribe X."
 
 
-def test_held_out_decoding_samples_at_the_recipes_temperature_with_its_seed(tmp_path, monkeypatch):
-    import factrl.evaluate
-    import factrl.lm.loader
+def test_held_out_decoding_samples_at_the_recipes_temperature_with_its_seed(tmp_path, fake_evaluation):
     from factrl.recipes import factworld
 
-    seen = {}
-
-    class _LM:
-        def runtime_info(self):
-            return {}
-
-    def fake_evaluate(claims, make_env, lm, out_dir, **kw):
-        seen.update(kw, n=len(claims))
-        return {}
-
-    monkeypatch.setattr(factrl.evaluate, "evaluate", fake_evaluate)
-    monkeypatch.setattr(factrl.lm.loader, "load_lm", lambda *a, **k: _LM())
     for temperature, seed in ((0.8, 3), (0.0, None)):
         r = FactworldRecipe(**TINY, eval_temperature=temperature, eval_seed=3)
         run_recipe(r, tmp_path / str(temperature), stages=("worlds",))
         factworld._evaluate(r, tmp_path / str(temperature), "warmup", tmp_path / "model")
+        seen = fake_evaluation[-1]
         assert (seen["rollout"].temperature, seen["rollout"].seed) == (temperature, seed)
-        assert seen["run_info"]["temperature"] == temperature and seen["n"] == 20
+        assert seen["run_info"]["temperature"] == temperature and len(seen["claims"]) == 20
         assert seen["reward"].name == "rar_factworld"  # the held-out world's exact verifier
