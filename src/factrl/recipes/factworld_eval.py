@@ -15,8 +15,8 @@ from typing import Any
 
 from factrl.types import Claim
 
-__all__ = ["WORLDS", "correct_by_id", "eval_dir", "evaluate_stage", "exact_reward", "heldout_claims", "labels_by_id", "pick",
-           "validate", "world_claims", "worlds_of"]
+__all__ = ["WORLDS", "correct_by_id", "eval_dir", "evaluate_stage", "exact_reward", "heldout_claims",
+           "labels_by_id", "pick", "validate", "world_claims", "worlds_of"]
 
 WORLDS = ("heldout", "validation")  # the evaluated worlds, by directory under the run
 
