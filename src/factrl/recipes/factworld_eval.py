@@ -152,9 +152,9 @@ def pick(r: Any, out: Path, stages: dict[str, Path]) -> dict[str, Any] | None:
     if r.val_claims <= 0:
         return None
     from factrl.metrics.significance import wilson_interval
-    from factrl.train.config import load_run_config
+    from factrl.recipes.factworld_config import env_name
 
-    env = load_run_config(r.preset, dict(r.grpo_overrides)).env.name
+    env = env_name(r)
     scores: dict[str, dict[str, Any]] = {}
     for name in candidates(stages):
         d = eval_dir(r, out, name, "validation")
