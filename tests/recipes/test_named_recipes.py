@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from factrl.recipes.factworld import FactworldRecipe, _recipe_json, run_recipe
+from factrl.recipes.factworld import FactworldRecipe, recipe_json, run_recipe
 from factrl.recipes.named import list_named, read_recipe_source
 
 pytest.importorskip("torch")
@@ -89,4 +89,4 @@ def test_bad_recipe_sources_fail_by_name(tmp_path):
         read_recipe_source(rec)
     result = _cli(["train", "factworld", "--out", str(tmp_path / "x"), "--from", "nope"])
     assert result.exit_code == 1 and "named recipe 'nope'" in result.output
-    assert _recipe_json(FactworldRecipe())["preset"] == "veri_r1_factworld_cpu"  # the default without --from
+    assert recipe_json(FactworldRecipe())["preset"] == "veri_r1_factworld_cpu"  # the default without --from

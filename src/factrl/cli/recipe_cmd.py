@@ -16,6 +16,10 @@ def factworld(
     source: str = typer.Option(None, "--from", help="Start from a named recipe (veri_r1_verdict_offline, "
                                "veri_r1_verdict_online, haris_verdict, profact_compare), a TOML file of [recipe] "
                                "and [set], or a run's recipe.json; the options below override it."),
+    fork_from: Path = typer.Option(None, "--fork-from", help="Copy another run's worlds, teacher episodes and "
+                                   "warm-up into this new --out and go on from there, with that run's settings unless --from "
+                                   "is given; only GRPO and rollout settings, checkpoints and controls may differ "
+                                   "(a replicate with another GRPO seed)."),
     preset: str = typer.Option(None, "--preset", show_default="veri_r1_factworld_cpu",
                                help="GRPO run config (factrl train presets)."),
     model: str = typer.Option(None, "--model", show_default="smollm2", help="The student's starting model."),
@@ -40,7 +44,7 @@ def factworld(
     held-out evaluation on another world with McNemar tests against the warm-up."""
     import dataclasses
 
-    from factrl.recipes.factworld import STAGES, FactworldRecipe, run_recipe
+    from factrl.recipes.factworld import STAGES, FactworldRecipe, recipe_json, run_recipe
     from factrl.recipes.named import read_recipe_source
     from factrl.train.config import parse_overrides, training_precision
 
@@ -51,6 +55,8 @@ def factworld(
     on = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
 
     fields = {f.name: f for f in dataclasses.fields(FactworldRecipe)}
+    if fork_from is not None and source is None:  # the fork's settings: its source's, changed by the options
+        source = str(fork_from / "recipe.json")
     try:
         base, base_set = read_recipe_source(source) if source else ({}, {})
         extra = parse_overrides(recipe_set)
@@ -62,6 +68,11 @@ def factworld(
         settings["controls"] = tuple(control) if control else tuple(settings.get("controls", ()))
         settings["eval_base"] = eval_base or bool(settings.get("eval_base", False))
         recipe = FactworldRecipe(grpo_overrides={**base_set, **parse_overrides(set_)}, **settings)
+        if fork_from is not None:
+            from factrl.recipes.fork import fork_run
+
+            copied = fork_run(fork_from, out, recipe_json(recipe), recipe_json(FactworldRecipe()))
+            typer.echo(f"forked from {fork_from}: copied {', '.join(copied)}", err=True)
         run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None, side_by_side=side_by_side)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -39,7 +39,7 @@ from factrl.recipes.factworld_eval import exact_reward as _exact_reward
 from factrl.recipes.factworld_eval import heldout_claims, validate, worlds_of
 from factrl.types import Claim
 
-__all__ = ["FactworldRecipe", "run_recipe", "STAGES", "heldout_claims"]
+__all__ = ["FactworldRecipe", "run_recipe", "recipe_json", "STAGES", "heldout_claims"]
 
 STAGES = ("worlds", "teach", "warmup", "grpo", "eval", "report")
 
@@ -257,7 +257,8 @@ def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, P
     return stages
 
 
-def _recipe_json(r: FactworldRecipe) -> dict[str, Any]:
+def recipe_json(r: FactworldRecipe) -> dict[str, Any]:
+    """The settings as ``recipe.json`` records them (tuples as lists)."""
     d = asdict(r)
     d["checkpoints"] = list(r.checkpoints)
     d["controls"] = list(r.controls)
@@ -294,10 +295,10 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     if recorded.is_file():
         from factrl.recipes.settings import changed_settings
 
-        changed = changed_settings(json.loads(recorded.read_text()), _recipe_json(r), _recipe_json(FactworldRecipe()))
+        changed = changed_settings(json.loads(recorded.read_text()), recipe_json(r), recipe_json(FactworldRecipe()))
         if changed:
             raise ValueError(f"{out} holds a recipe run with other settings ({', '.join(changed)}); use another --out")
-    write_json_atomic(recorded, _recipe_json(r))  # parallel processes of one run read it as it is written
+    write_json_atomic(recorded, recipe_json(r))  # parallel processes of one run read it as it is written
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -346,7 +347,7 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     if "report" in stages:
         from factrl.recipes.factworld_report import write_report
 
-        report = write_report(r, _recipe_json(r), out, _stage_models(r, out))
+        report = write_report(r, recipe_json(r), out, _stage_models(r, out))
     log = out / "timings.jsonl"
     with log.open("a") as fh:
         fh.write(json.dumps({"stages": list(stages), "seconds": timings, "total": round(time.perf_counter() - t0, 1)}) + "\n")

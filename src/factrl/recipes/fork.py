@@ -1,0 +1,91 @@
+"""Start a factworld recipe run from another run's worlds, teacher episodes and warm-up
+(``factrl train factworld --fork-from RUN``): a replicate with another GRPO seed, learning
+rate or budget skips the ten minutes those stages take, and cannot differ from its source
+in anything they made.
+
+A fork may change only what comes after the warm-up: GRPO and rollout settings
+(``grpo_overrides`` keys ``grpo.*`` and ``rollout.*``), the checkpoints, the controls and
+what :data:`~factrl.recipes.settings.RESUMABLE` lists. Any other difference (the worlds,
+the teacher, the warm-up's SFT, the environment, the model) is refused by name before
+anything is copied. The copied stages are real copies, not links, so the fork's resumes
+never write into its source; the evaluations are not copied (they depend on rollout
+settings) and run again. ``forked_from.json`` records the source and what was copied.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+__all__ = ["COPIED", "FORKABLE", "fork_differences", "fork_run"]
+
+# The stage outputs a fork copies: everything the warm-up needs and makes.
+COPIED = ("world", "heldout", "validation", "teach", "warmup")
+# Recipe settings a fork may change besides RESUMABLE (and grpo/rollout overrides).
+FORKABLE = ("checkpoints",)
+FORKABLE_OVERRIDE_PREFIXES = ("grpo.", "rollout.")
+
+
+def _before_warmup(overrides: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in overrides.items() if not k.startswith(FORKABLE_OVERRIDE_PREFIXES)}
+
+
+def fork_differences(source: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """The settings of ``now`` that a fork of a run recorded as ``source`` may not change:
+    :func:`~factrl.recipes.settings.changed_settings` less the checkpoints and the GRPO and
+    rollout overrides (an ``env.*`` or ``model.*`` override is named as ``grpo_overrides``)."""
+    from factrl.recipes.settings import changed_settings
+
+    def strip(d: dict[str, Any]) -> dict[str, Any]:
+        d = {k: v for k, v in d.items() if k not in FORKABLE}
+        if isinstance(d.get("grpo_overrides"), dict):
+            d["grpo_overrides"] = _before_warmup(d["grpo_overrides"])
+        return d
+
+    return changed_settings(strip(source), strip(now), strip(defaults))
+
+
+def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """Copy ``source``'s stages up to the warm-up into the new run directory ``out``;
+    returns the copied stage directories. Refuses a source without a finished warm-up, an
+    ``out`` that already holds a recipe run, and settings a fork may not change."""
+    source, out = Path(source), Path(out)
+    recorded = source / "recipe.json"
+    if not recorded.is_file():
+        raise FileNotFoundError(f"{source} is not a factworld recipe run (no recipe.json)")
+    if not (source / "warmup" / "final" / "config.json").is_file():
+        raise ValueError(f"{source} has no finished warm-up (warmup/final); run its warmup stage first")
+    if source.resolve() == out.resolve():
+        raise ValueError("--fork-from names the run directory itself; give the fork another --out")
+    if (out / "recipe.json").is_file():
+        raise ValueError(f"{out} already holds a recipe run; a fork needs a new --out")
+    before = json.loads(recorded.read_text())
+    changed = fork_differences(before, now, defaults)
+    if changed:
+        raise ValueError(f"a fork of {source} may change only GRPO and rollout settings, the checkpoints and "
+                         f"{', '.join(_resumable())}; it changes {', '.join(changed)}")
+    out.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in COPIED:
+        src = source / name
+        # the validation world's size follows val_claims: another count makes its own
+        if not src.is_dir() or (name == "validation" and before.get("val_claims") != now.get("val_claims")):
+            continue
+        dst = out / name
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("checkpoint"))  # not the SFT's resume point
+        copied.append(name)
+    from factrl.runs.info import write_json_atomic
+
+    write_json_atomic(out / "forked_from.json", {"run": str(source.resolve()), "copied": copied,
+                                                  "source_recipe": before})
+    return copied
+
+
+def _resumable() -> tuple[str, ...]:
+    from factrl.recipes.settings import RESUMABLE
+
+    return RESUMABLE
