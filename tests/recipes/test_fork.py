@@ -56,6 +56,19 @@ def test_fork_copies_the_stages_before_grpo_and_records_its_source(tmp_path):
     assert record["source_recipe"] == recipe
 
 
+def test_the_same_fork_again_resumes_and_another_run_is_refused(tmp_path):
+    src, recipe = _source(tmp_path)
+    fork = tmp_path / "fork"
+    assert fork_run(src, fork, recipe, DEFAULTS)
+    (fork / "recipe.json").write_text(json.dumps(recipe))  # as the recipe records it
+    (fork / "warmup" / "final" / "config.json").write_text('{"trained": "here"}')
+    assert fork_run(src, fork, recipe, DEFAULTS) == []  # nothing copied over what the fork has
+    assert (fork / "warmup" / "final" / "config.json").read_text() == '{"trained": "here"}'
+    other, _ = _source(tmp_path / "other")
+    with pytest.raises(ValueError, match="needs a new --out"):
+        fork_run(other, fork, recipe, DEFAULTS)
+
+
 def test_fork_leaves_a_validation_world_of_another_size_to_be_made_anew(tmp_path):
     src, recipe = _source(tmp_path, val_claims=60)
     copied = fork_run(src, tmp_path / "fork", {**recipe, "val_claims": 90}, DEFAULTS)
@@ -105,6 +118,11 @@ def test_cli_forks_with_the_source_settings_and_refuses_a_changed_world(tmp_path
                 "--recipe", "entities=50", "--stage", "report"])
     assert bad.exit_code == 1 and "it changes entities" in bad.output
     assert not (tmp_path / "bad" / "recipe.json").exists()
+    # a setting the recipe refuses is refused before the fork copies anything
+    early = _cli(["train", "factworld", "--fork-from", str(src), "--out", str(tmp_path / "early"),
+                  "--recipe", "teacher_reasoning=guess", "--stage", "report"])
+    assert early.exit_code == 1 and "teacher_reasoning" in early.output
+    assert not (tmp_path / "early").exists()
     fork = tmp_path / "fork"
     ok = _cli(["train", "factworld", "--fork-from", str(src), "--out", str(fork), "--set", "grpo.seed=1",
                "--stage", "worlds"])  # the copied worlds are there: the stage finds them done
@@ -113,3 +131,6 @@ def test_cli_forks_with_the_source_settings_and_refuses_a_changed_world(tmp_path
     assert recorded == {**recipe, "grpo_overrides": {"grpo.seed": 1}}
     assert json.loads((fork / "world" / "manifest.json").read_text()) == {"world": "world"}
     assert "copied world, heldout, validation, teach, warmup" in ok.output
+    again = _cli(["train", "factworld", "--fork-from", str(src), "--out", str(fork), "--set", "grpo.seed=1",
+                  "--stage", "worlds"])  # the same command resumes the fork
+    assert again.exit_code == 0 and "resuming the fork" in again.output, again.output

@@ -44,7 +44,7 @@ def factworld(
     held-out evaluation on another world with McNemar tests against the warm-up."""
     import dataclasses
 
-    from factrl.recipes.factworld import STAGES, FactworldRecipe, recipe_json, run_recipe
+    from factrl.recipes.factworld import STAGES, FactworldRecipe, run_recipe
     from factrl.recipes.named import read_recipe_source
     from factrl.train.config import parse_overrides, training_precision
 
@@ -68,12 +68,8 @@ def factworld(
         settings["controls"] = tuple(control) if control else tuple(settings.get("controls", ()))
         settings["eval_base"] = eval_base or bool(settings.get("eval_base", False))
         recipe = FactworldRecipe(grpo_overrides={**base_set, **parse_overrides(set_)}, **settings)
-        if fork_from is not None:
-            from factrl.recipes.fork import fork_run
-
-            copied = fork_run(fork_from, out, recipe_json(recipe), recipe_json(FactworldRecipe()))
-            typer.echo(f"forked from {fork_from}: copied {', '.join(copied)}", err=True)
-        run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None, side_by_side=side_by_side)
+        run_recipe(recipe, out, stages=tuple(stage) or STAGES, runs=tuple(run) or None, side_by_side=side_by_side,
+                   fork_from=fork_from)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -266,11 +266,14 @@ def recipe_json(r: FactworldRecipe) -> dict[str, Any]:
 
 
 def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] = STAGES,
-               runs: tuple[str, ...] | None = None, side_by_side: bool = False) -> dict[str, Any]:
+               runs: tuple[str, ...] | None = None, side_by_side: bool = False,
+               fork_from: Path | str | None = None) -> dict[str, Any]:
     """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran.
     ``runs`` limits the GRPO runs trained and evaluated to these names ("none" = the real
     one, or controls of ``r.controls``), so runs can go in parallel processes;
-    ``side_by_side`` starts those processes itself, the cores split between them."""
+    ``side_by_side`` starts those processes itself, the cores split between them;
+    ``fork_from`` first copies another run's stages up to the warm-up
+    (:mod:`factrl.recipes.fork`)."""
     from factrl.runs.info import write_json_atomic
     from factrl.train.controls import check_control
 
@@ -290,6 +293,11 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     if r.teacher_missed_hop not in MISSED_HOP:
         raise ValueError(f"teacher_missed_hop must be one of {', '.join(MISSED_HOP)}, got {r.teacher_missed_hop!r}")
     out = Path(out)
+    if fork_from is not None:  # after the checks above, before anything is recorded
+        from factrl.recipes.fork import fork_run
+
+        copied = fork_run(Path(fork_from), out, recipe_json(r), recipe_json(FactworldRecipe()))
+        _say(f"forked from {fork_from}: " + (f"copied {', '.join(copied)}" if copied else "resuming the fork"))
     out.mkdir(parents=True, exist_ok=True)
     recorded = out / "recipe.json"
     if recorded.is_file():

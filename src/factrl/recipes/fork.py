@@ -49,8 +49,9 @@ def fork_differences(source: dict[str, Any], now: dict[str, Any], defaults: dict
 
 def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
     """Copy ``source``'s stages up to the warm-up into the new run directory ``out``;
-    returns the copied stage directories. Refuses a source without a finished warm-up, an
-    ``out`` that already holds a recipe run, and settings a fork may not change."""
+    returns the copied stage directories (none when ``out`` is this fork, made before:
+    it resumes). Refuses a source without a finished warm-up, an ``out`` that holds
+    another recipe run, and settings a fork may not change."""
     source, out = Path(source), Path(out)
     recorded = source / "recipe.json"
     if not recorded.is_file():
@@ -59,9 +60,11 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
         raise ValueError(f"{source} has no finished warm-up (warmup/final); run its warmup stage first")
     if source.resolve() == out.resolve():
         raise ValueError("--fork-from names the run directory itself; give the fork another --out")
-    if (out / "recipe.json").is_file():
-        raise ValueError(f"{out} already holds a recipe run; a fork needs a new --out")
     before = json.loads(recorded.read_text())
+    if (out / "recipe.json").is_file():
+        if _forked_from(out) == str(source.resolve()):
+            return []  # the fork made before: the run resumes, its settings checked as any resume's
+        raise ValueError(f"{out} already holds a recipe run; a fork needs a new --out")
     changed = fork_differences(before, now, defaults)
     if changed:
         raise ValueError(f"a fork of {source} may change only GRPO and rollout settings, the checkpoints and "
@@ -83,6 +86,13 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
     write_json_atomic(out / "forked_from.json", {"run": str(source.resolve()), "copied": copied,
                                                   "source_recipe": before})
     return copied
+
+
+def _forked_from(out: Path) -> str | None:
+    try:
+        return str(json.loads((out / "forked_from.json").read_text())["run"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _resumable() -> tuple[str, ...]:
