@@ -37,6 +37,17 @@ def test_the_validation_world_has_its_own_claims_and_index(tmp_path):
     assert eval_dir(r, tmp_path, "grpo@50%", "validation") == tmp_path / "eval" / "validation-24" / "grpo-50pct"
 
 
+def test_a_resumed_run_asking_more_validation_claims_writes_a_larger_validation_world(tmp_path):
+    run_recipe(FactworldRecipe(**TINY, val_claims=24), tmp_path, stages=("worlds",))
+    held = (tmp_path / "heldout" / "manifest.json").read_text()
+    r = FactworldRecipe(**TINY, val_claims=45)  # the world written for 24 holds 60 claims: too few
+    run_recipe(r, tmp_path, stages=("worlds",))
+    assert len(world_claims(r, tmp_path, "validation")) == 45
+    assert json.loads((tmp_path / "validation" / "manifest.json").read_text())["config"]["claims"] == 90
+    assert json.loads((tmp_path / "validation" / "index" / "manifest.json").read_text())
+    assert (tmp_path / "heldout" / "manifest.json").read_text() == held  # the others are left as they were
+
+
 def test_a_stage_is_evaluated_on_the_validation_world_with_its_index(tmp_path, fake_evaluation):
     from factrl.recipes.factworld_eval import evaluate_stage
 

@@ -114,13 +114,24 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
 
     for name, seed, claims in worlds_of(r):
         d = out / name
-        if not (d / "manifest.json").is_file():
+        # a resumed run that raised val_claims needs a larger validation world than it wrote
+        fresh = not (d / "manifest.json").is_file() or _world_claims(d) < claims
+        if fresh:
             write_world(WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
                                     paraphrase_rate=r.paraphrase_rate, distractors=r.distractors), d, overwrite=True)
-        if not (d / "index" / "manifest.json").is_file():
+        if fresh or not (d / "index" / "manifest.json").is_file():
             build_index(d / "corpus.jsonl", d / "index", overwrite=True, progress=False)
     _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}"
          + (f", validation seed {r.val_seed}" if r.val_claims > 0 else ""))
+
+
+def _world_claims(d: Path) -> float:
+    """How many claims the world in ``d`` was written with (unknown, when its manifest does
+    not say: infinity, so a world is never rewritten on a guess)."""
+    try:
+        return int(json.loads((d / "manifest.json").read_text())["config"]["claims"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return float("inf")
 
 
 def _teach(r: FactworldRecipe, out: Path) -> Path:
