@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from factrl.recipes.settings import RESUMABLE, changed_settings
+
 __all__ = ["COPIED", "FORKABLE", "fork_differences", "fork_run"]
 
 # The stage outputs a fork copies: everything the warm-up needs and makes.
@@ -36,8 +38,6 @@ def fork_differences(source: dict[str, Any], now: dict[str, Any], defaults: dict
     """The settings of ``now`` that a fork of a run recorded as ``source`` may not change:
     :func:`~factrl.recipes.settings.changed_settings` less the checkpoints and the GRPO and
     rollout overrides (an ``env.*`` or ``model.*`` override is named as ``grpo_overrides``)."""
-    from factrl.recipes.settings import changed_settings
-
     def strip(d: dict[str, Any]) -> dict[str, Any]:
         d = {k: v for k, v in d.items() if k not in FORKABLE}
         if isinstance(d.get("grpo_overrides"), dict):
@@ -68,7 +68,7 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
     changed = fork_differences(before, now, defaults)
     if changed:
         raise ValueError(f"a fork of {source} may change only GRPO and rollout settings, the checkpoints and "
-                         f"{', '.join(_resumable())}; it changes {', '.join(changed)}")
+                         f"{', '.join(RESUMABLE)}; it changes {', '.join(changed)}")
     out.mkdir(parents=True, exist_ok=True)
     copied = []
     for name in COPIED:
@@ -79,7 +79,7 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
         dst = out / name
         if dst.exists():
             shutil.rmtree(dst)
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("checkpoint"))  # not the SFT's resume point
+        shutil.copytree(src, dst, ignore=_no_resume_point(src) if name == "warmup" else None)
         copied.append(name)
     from factrl.runs.info import write_json_atomic
 
@@ -88,14 +88,14 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
     return copied
 
 
+def _no_resume_point(warmup: Path) -> Any:
+    """``copytree``'s ignore: the warm-up's ``checkpoint/`` (the SFT's resume point), no other."""
+    return lambda d, names: ["checkpoint"] if Path(d) == warmup and "checkpoint" in names else []
+
+
 def _forked_from(out: Path) -> str | None:
     try:
         return str(json.loads((out / "forked_from.json").read_text())["run"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
-
-def _resumable() -> tuple[str, ...]:
-    from factrl.recipes.settings import RESUMABLE
-
-    return RESUMABLE
