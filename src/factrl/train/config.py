@@ -164,6 +164,9 @@ class HarisSettings:
     searcher_params: dict[str, Any] = field(default_factory=dict)  # haris_searcher env params
     epochs_per_stage: float = 1.0  # the paper trains one epoch per stage
     steps_per_stage: int = 0  # > 0: this many GRPO updates per stage instead of epochs_per_stage
+    # > 0: the reasoner stages' updates instead of steps_per_stage (the search agent keeps it):
+    # a warm-up that already reads well needs more verdict updates than search-agent ones
+    reasoner_steps_per_stage: int = 0
     # > 0: a synthesis stage runs the reasoner on this many of its claims (label-interleaved)
     # instead of all — with steps_per_stage, a search-agent stage uses only a few questions
     synth_limit: int = 0

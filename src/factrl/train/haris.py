@@ -105,7 +105,8 @@ def _stage_config(cfg: GRPORunConfig, out: Path, model: str, env: str, params: d
     sub.model.id = model
     sub.env.name, sub.env.params = env, dict(params)
     h, g = cfg.haris, cfg.grpo
-    sub.grpo.max_steps = h.steps_per_stage or max(1, math.ceil(n * h.epochs_per_stage / g.prompts_per_update))
+    steps = (h.reasoner_steps_per_stage if env == "haris" else 0) or h.steps_per_stage
+    sub.grpo.max_steps = steps or max(1, math.ceil(n * h.epochs_per_stage / g.prompts_per_update))
     return sub
 
 
