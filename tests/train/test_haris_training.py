@@ -117,6 +117,10 @@ def test_reasoner_stages_can_take_more_updates_than_search_agent_stages(tmp_path
     per_update = cfg.grpo.prompts_per_update
     assert _stage_config(cfg, tmp_path, "m", "haris_searcher", {}, 40).grpo.max_steps == -(-40 // per_update)
     assert _stage_config(cfg, tmp_path, "m", "haris", {}, 40).grpo.max_steps == 5
+    cfg.haris.reasoner_steps_per_stage = -1
+    with pytest.raises(ValueError, match="reasoner_steps_per_stage must be >= 0"):
+        train_haris(cfg)
+    assert not (tmp_path / STATE_FILE).exists() and not (tmp_path / "config.json").exists()  # refused before writing
 
 
 def test_the_synthesis_limit_reaches_the_stage(tiny_model, tmp_path):

@@ -205,6 +205,11 @@ def train_haris(
 
     out = Path(cfg.output_dir)
     state_path = out / STATE_FILE
+    if cfg.haris.rounds < 0:
+        raise ValueError(f"haris.rounds must be >= 0, got {cfg.haris.rounds}")
+    for key in ("steps_per_stage", "reasoner_steps_per_stage"):
+        if getattr(cfg.haris, key) < 0:
+            raise ValueError(f"haris.{key} must be >= 0 (0: the default), got {getattr(cfg.haris, key)}")
     names = stage_names(cfg.haris.rounds)
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown stage {stop_after!r}; stages: {', '.join(names)}")
@@ -215,8 +220,6 @@ def train_haris(
         "done": [], "reasoner": cfg.model.id, "searcher": cfg.haris.searcher_model or cfg.model.id}
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     train_claims, _ = prepare_splits(cfg.data, out)
-    if cfg.haris.rounds < 0:
-        raise ValueError(f"haris.rounds must be >= 0, got {cfg.haris.rounds}")
     parts = segments(train_claims, cfg.haris.rounds, seed=cfg.haris.seed)
     run = _Run(cfg, deps if deps is not None else run_deps(cfg), judge, answerer)
     for name in names:
