@@ -104,19 +104,21 @@ def test_a_synthesis_stage_can_roll_out_on_a_label_interleaved_share_of_its_clai
 
 
 def test_reasoner_stages_can_take_more_updates_than_search_agent_stages(tmp_path):
-    from factrl.train.haris import _stage_config
+    from factrl.train.haris import _stage_config, _stage_steps
 
     cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_haris.toml",
                           {"output_dir": str(tmp_path), "haris.steps_per_stage": 2})
-    steps = {env: _stage_config(cfg, tmp_path, "m", env, {}, 40).grpo.max_steps for env in ("haris", "haris_searcher")}
-    assert steps == {"haris": 2, "haris_searcher": 2}
+
+    def steps() -> dict[str, int]:
+        return {env: _stage_config(cfg, tmp_path, "m", env, {}, 40,
+                                   _stage_steps(cfg.haris, reasoner=env == "haris")).grpo.max_steps
+                for env in ("haris", "haris_searcher")}
+
+    assert steps() == {"haris": 2, "haris_searcher": 2}
     cfg.haris.reasoner_steps_per_stage = 5
-    steps = {env: _stage_config(cfg, tmp_path, "m", env, {}, 40).grpo.max_steps for env in ("haris", "haris_searcher")}
-    assert steps == {"haris": 5, "haris_searcher": 2}
+    assert steps() == {"haris": 5, "haris_searcher": 2}
     cfg.haris.steps_per_stage = 0  # the search agent falls back to an epoch of its questions
-    per_update = cfg.grpo.prompts_per_update
-    assert _stage_config(cfg, tmp_path, "m", "haris_searcher", {}, 40).grpo.max_steps == -(-40 // per_update)
-    assert _stage_config(cfg, tmp_path, "m", "haris", {}, 40).grpo.max_steps == 5
+    assert steps() == {"haris": 5, "haris_searcher": -(-40 // cfg.grpo.prompts_per_update)}
     cfg.haris.reasoner_steps_per_stage = -1
     with pytest.raises(ValueError, match="reasoner_steps_per_stage must be >= 0"):
         train_haris(cfg)

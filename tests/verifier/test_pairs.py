@@ -164,3 +164,29 @@ def test_real_data_splits_are_disjoint_by_claim_and_group(shared_data):
         held = sum(p.split == "held_out" for p in mine) / len(mine)
         assert 0.1 < held < 0.35
     assert {p.label for p in pairs if p.source == "scifact"} == {Label.SUPPORT, Label.REFUTE, Label.NEI}
+
+
+def test_negate_claim_rules_in_order():
+    from factrl.verifier.negation import negate_claim
+
+    assert negate_claim("Vitamin C does not prevent colds.") == "Vitamin C does prevent colds."
+    assert negate_claim("Aspirin lowers fever.") == "Aspirin raises fever."
+    assert negate_claim("Higher doses help.") == "Lower doses help."
+    assert negate_claim("ALDH1 is associated with poor prognosis.") == "ALDH1 is not associated with poor prognosis."
+    assert negate_claim("Patients can recover.") == "Patients cannot recover."
+    assert negate_claim("Smoking causes cancer.") is None  # no rule applies: no pair
+    assert negate_claim("  ") is None
+
+
+def test_negated_scifact_pairs_are_training_refutes_of_supported_claims(tmp_path):
+    _write_scifact(tmp_path / "scifact")
+    pairs = build_pairs(tmp_path, ["scifact", "scifact_negated"], SplitFractions(held_out=0.0, validation=0.0))
+    negated = [p for p in pairs if p.source == "scifact_negated"]
+    # claim 10 ("Aspirin lowers fever.", SUPPORT) is the only supported claim; REFUTE claims give none
+    assert [(p.claim_id, p.claim, p.label, p.kind, p.split) for p in negated] == [
+        ("10:negated", "Aspirin raises fever.", Label.REFUTE, "negated", "train")]
+    original = next(p for p in pairs if p.source == "scifact" and p.claim_id == "10" and p.kind == "gold")
+    assert negated[0].evidence == original.evidence and negated[0].group == original.group
+    # nothing from validation or held-out claims: those splits stay SciFact's own
+    held = PAIR_SOURCES.get("scifact_negated").pairs(tmp_path, SplitFractions(held_out=0.99, validation=0.0))
+    assert held == []

@@ -33,7 +33,7 @@ from factrl.rewards import RewardDeps, RewardSpec, build_reward
 from factrl.rewards.haris import EXACT_JUDGE
 from factrl.rollout import RolloutConfig, run_episodes
 from factrl.train.haris_synthesis import GOLD_ANSWERS
-from factrl.train.config import GRPORunConfig
+from factrl.train.config import GRPORunConfig, HarisSettings
 from factrl.types import Claim
 
 __all__ = ["STATE_FILE", "stage_names", "segments", "synth_claims", "train_haris"]
@@ -99,14 +99,19 @@ def _load(model: str, on: Any, base_url: str | None = None) -> Any:
     return load_lm(model, base_url=base_url) if base_url else load_lm(model, **frozen_lm_options(on))
 
 
-def _stage_config(cfg: GRPORunConfig, out: Path, model: str, env: str, params: dict[str, Any], n: int) -> GRPORunConfig:
+def _stage_steps(h: HarisSettings, *, reasoner: bool) -> int:
+    """A stage's fixed GRPO updates (0: an epoch share of its claims): the reasoner's own
+    count where set, else the one both agents share."""
+    return (h.reasoner_steps_per_stage if reasoner else 0) or h.steps_per_stage
+
+
+def _stage_config(cfg: GRPORunConfig, out: Path, model: str, env: str, params: dict[str, Any], n: int,
+                  steps: int) -> GRPORunConfig:
     sub = copy.deepcopy(cfg)
     sub.output_dir = str(out)
     sub.model.id = model
     sub.env.name, sub.env.params = env, dict(params)
-    h, g = cfg.haris, cfg.grpo
-    steps = (h.reasoner_steps_per_stage if env == "haris" else 0) or h.steps_per_stage
-    sub.grpo.max_steps = steps or max(1, math.ceil(n * h.epochs_per_stage / g.prompts_per_update))
+    sub.grpo.max_steps = steps or max(1, math.ceil(n * cfg.haris.epochs_per_stage / cfg.grpo.prompts_per_update))
     return sub
 
 
@@ -171,7 +176,7 @@ class _Run:
             state.setdefault("skipped", []).append(stage)
             return
         sub = _stage_config(self.cfg, self.out / stage, state["searcher"], "haris_searcher",
-                            self.h.searcher_params, len(questions))
+                            self.h.searcher_params, len(questions), _stage_steps(self.h, reasoner=False))
         make_env = env_factory(EnvSpec(name="haris_searcher", params=dict(self.h.searcher_params)), self.deps)
         reward = build_reward(RewardSpec(name="haris_low"), RewardDeps(lms={"judge": self.judge}))
         final = train_grpo(sub, resume=True, claims=questions, make_env=make_env, reward=reward)
@@ -180,7 +185,8 @@ class _Run:
     def reasoner(self, stage: str, state: dict[str, Any], claims: list[Claim]) -> None:
         from factrl.train.grpo import train_grpo
 
-        sub = _stage_config(self.cfg, self.out / stage, state["reasoner"], "haris", self.cfg.env.params, len(claims))
+        sub = _stage_config(self.cfg, self.out / stage, state["reasoner"], "haris", self.cfg.env.params, len(claims),
+                            _stage_steps(self.h, reasoner=True))
         make_env = env_factory(EnvSpec(name="haris", params=dict(self.cfg.env.params)), self.deps)
         reward = build_reward(RewardSpec(name="haris_high", params=dict(self.cfg.reward.params)))
         searcher = _load(state["searcher"], self.cfg.model)  # frozen: generates the searcher's segments, never trained here

@@ -130,6 +130,7 @@ class PairSource(Protocol):
 PAIR_SOURCES: Registry[PairSource] = Registry("verifier pair source")
 for _name in ("scifact", "climate_fever", "feverous_s", "averitec", "veri_r1_offline"):
     PAIR_SOURCES.register_lazy(_name, "factrl.verifier.sources")
+PAIR_SOURCES.register_lazy("scifact_negated", "factrl.verifier.negation")
 
 
 def build_pairs(data_dir: Path | str, sources: Iterable[str], fractions: SplitFractions,

@@ -16,6 +16,9 @@
   prompts carry evidence text): the claim with its gold pages' passages when all are
   shown (``gold``), and the first non-gold passage shown (``hard_negative``).
 
+``scifact_negated`` (opt-in, ``factrl.verifier.negation``): SciFact's training SUPPORT
+pairs with the claim negated by rule, as REFUTE pairs.
+
 FEVER's files and Veri-R1's ``train_online`` name evidence by id only (the Wikipedia dump
 is not here), so they give no pairs. Hard negatives are searched within one split, so no
 held-out text ever reaches training. Wikipedia sources put the page title before each
