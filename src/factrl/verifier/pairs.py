@@ -49,7 +49,8 @@ class Pair:
     (the dataset's evidence for this label), ``gold_sentence`` (one sentence of a
     multi-sentence gold rationale), ``annotated`` (a sentence labelled against the claim,
     Climate-FEVER), ``hard_negative`` (retrieved text that is not the claim's evidence:
-    NOT ENOUGH INFO) or ``cited`` (a sentence of a document an NEI claim cites)."""
+    NOT ENOUGH INFO), ``cited`` (a sentence of a document an NEI claim cites) or
+    ``negated`` (a supported claim negated by rule against its gold rationale: REFUTE)."""
 
     source: str
     claim_id: str
