@@ -38,7 +38,8 @@ def test_same_seed_same_files(tmp_path: Path) -> None:
     fa = files(tmp_path / "a")
     assert fa == files(tmp_path / "b")
     assert set(fa) == {"corpus.jsonl", "world.json", "manifest.json",
-                       *(f"{d}/{s}.{ext}" for d, ext in (("claims", "jsonl"), ("averitec", "json"), ("rar", "jsonl"))
+                       *(f"{d}/{s}.{ext}" for d, ext in (("claims", "jsonl"), ("averitec", "json"), ("rar", "jsonl"),
+                                                          ("rar_short", "jsonl"))
                          for s in ("train", "dev", "test"))}
     manifest = json.loads(fa["manifest.json"])
     assert manifest["seed"] == 9 and manifest["config"]["hops"] == {"1": 1.0, "2": 2.0}

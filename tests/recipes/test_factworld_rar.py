@@ -92,3 +92,27 @@ def test_held_out_decoding_samples_at_the_recipes_temperature_with_its_seed(tmp_
         assert (seen["rollout"].temperature, seen["rollout"].seed) == (temperature, seed)
         assert seen["run_info"]["temperature"] == temperature and len(seen["claims"]) == 20
         assert seen["reward"].name == "rar_factworld"  # the held-out world's exact verifier
+
+
+def test_a_response_that_only_names_the_type_is_not_informative_even_in_an_old_evaluation(tmp_path):
+    from factrl.runs.trajectories import TRAJ_FILE
+
+    out, clean = _teach(tmp_path, "clean", teacher_noise=0.0)
+    shutil.copytree(out / "teach", out / "eval" / "warmup")
+    shutil.rmtree(out / "heldout")  # the report re-reads with the held-out world: here the teacher's own
+    shutil.copytree(out / "world", out / "heldout")
+    typed = []
+    for i, t in enumerate(clean):  # an evaluation written before supported_facts existed: every other
+        # response only names the type ("X is a person.": true, and says nothing asked), the rest are the teacher's
+        response = f"{t.claim.meta['entity']} is a {t.claim.meta['entity_type']}." if i % 2 else t.meta["response"]
+        parts = {k: v for k, v in t.reward.components.items() if k != "supported_facts"}
+        typed.append(t.model_copy(update={"meta": {**t.meta, "response": response},
+                                          "reward": t.reward.model_copy(update={"components": parts})}))
+    (out / "eval" / "grpo-100pct").mkdir(parents=True)
+    (out / "eval" / "grpo-100pct" / TRAJ_FILE).write_text("".join(t.model_dump_json() + "\n" for t in typed))
+    (out / "eval" / "grpo-100pct" / "metrics.json").write_text("{}")
+    result = write_report(FactworldRecipe(**TINY), {}, out, {"warmup": None, "grpo@100%": None})
+    warm, grpo = result["stages"]
+    assert warm["informative"] == 1.0 and warm["supported_facts"] >= 1
+    assert grpo["informative"] == 0.5 and grpo["informative_broken"] == 12  # re-read with the held-out world
+    assert 0 < grpo["supported_facts"] < warm["supported_facts"] and grpo["supported_facts_p"] < 0.01

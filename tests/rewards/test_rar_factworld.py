@@ -38,11 +38,14 @@ def test_a_contradicted_sentence_costs_the_reward(world_dir) -> None:
         "<think>Dara Velkun was born in Karvath?</think>Dara Velkun was born in Korvath.",  # the trace is not judged
         "The founder of Zorbatek was born in Karvath.",                                  # multi-hop, contradicted
         "",
+        "Dara Velkun is a person.",                                                      # true, and says nothing asked
     ], reward)
-    assert [t.reward.total for t in trajs] == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    assert [t.reward.total for t in trajs] == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0]
     c = [t.reward.components for t in trajs]
     assert c[0] == {"no_contradiction": 1.0, "checked_sentences": 2.0, "supported_sentences": 2.0,
-                    "contradicted_sentences": 0.0, "empty_response": 0.0, "episode_error": 0.0, "total": 1.0}
+                    "supported_facts": 2.0, "contradicted_sentences": 0.0, "empty_response": 0.0,
+                    "episode_error": 0.0, "total": 1.0}
+    assert (c[7]["supported_sentences"], c[7]["supported_facts"]) == (1.0, 0.0)  # the type is no fact asked for
     assert (c[1]["supported_sentences"], c[1]["contradicted_sentences"]) == (1.0, 1.0)
     assert c[2]["checked_sentences"] == 0.0 and c[3]["checked_sentences"] == 1.0
     assert c[6]["empty_response"] == 1.0

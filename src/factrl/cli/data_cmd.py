@@ -31,7 +31,7 @@ def factworld(
     splits: str = typer.Option("0.8,0.1,0.1", "--splits", help="Train, dev, test shares of claims and prompts."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the files of a world already in --out."),
 ) -> None:
-    """Write a world: corpus.jsonl, world.json, claims/, averitec/, rar/ and manifest.json.
+    """Write a world: corpus.jsonl, world.json, claims/, averitec/, rar/, rar_short/ and manifest.json.
     The same seed and knobs give byte-identical files."""
     from factrl.datasets.factworld import SPLITS, WorldConfig, parse_hops, parse_label_mix, write_world
 
@@ -52,4 +52,5 @@ def factworld(
     by_split = ", ".join(f"{s} {len(gen.claims[s])}" for s in SPLITS)
     typer.echo(f"Wrote factworld seed {seed} to {out} in {time.perf_counter() - t0:.1f}s: {len(world.entities)} entities "
                f"({looks} look-alikes) in {out}/corpus.jsonl; claims {by_split} in {out}/claims/ "
-               f"(AVeriTeC copies in {out}/averitec/); prompts in {out}/rar/; facts in {out}/world.json")
+               f"(AVeriTeC copies in {out}/averitec/); prompts in {out}/rar/ (short-form questions in {out}/rar_short/); "
+               f"facts in {out}/world.json")

@@ -34,7 +34,7 @@ from factrl.recipes.factworld_config import env_name as _env_name
 from factrl.recipes.factworld_config import grpo_config as _grpo_config
 from factrl.recipes.factworld_config import is_rar as _is_rar
 from factrl.recipes.factworld_config import say as _say
-from factrl.recipes.factworld_eval import evaluate_stage as _evaluate
+from factrl.recipes.factworld_eval import evaluate_heldout as _evaluate
 from factrl.recipes.factworld_eval import exact_reward as _exact_reward
 from factrl.recipes.factworld_eval import heldout_claims, validate, worlds_of
 from factrl.types import Claim
@@ -94,6 +94,9 @@ class FactworldRecipe:
     # (recipes.factworld_eval); the held-out figures never choose.
     val_claims: int = 0
     val_seed: int = 303
+    # Binary RAR: also ask every evaluated stage this many answerable and this many
+    # unanswerable short-form questions of the held-out world (recipes.factworld_short).
+    short_questions: int = 0
     # Where every stage trains and evaluates (factrl.lm.device): auto = CUDA when available;
     # dtype auto = bf16 mixed precision on a GPU that has it, else float32. A resumed run may
     # change either.
@@ -116,6 +119,8 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
         d = out / name
         # a resumed run that raised val_claims needs a larger validation world than it wrote
         fresh = not (d / "manifest.json").is_file() or _world_claims(d) < claims
+        # a world written before short-form questions existed: the same files again, and rar_short/
+        fresh = fresh or (name == "heldout" and r.short_questions > 0 and not (d / "rar_short").is_dir())
         if fresh:
             write_world(WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
                                     paraphrase_rate=r.paraphrase_rate, distractors=r.distractors), d, overwrite=True)

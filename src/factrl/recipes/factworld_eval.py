@@ -5,7 +5,12 @@ The validation world (``val_seed``, ``val_claims`` > 0) is a third seed, never t
 and never used for the held-out figures: each candidate stage (the warm-up and the real
 run's checkpoints) is evaluated on its ``val_claims`` claims, and the stage with the best
 validation accuracy (the earliest on a tie: the warm-up before any GRPO checkpoint) is the
-run's pick — early stopping chosen without looking at the held-out world."""
+run's pick — early stopping chosen without looking at the held-out world.
+
+Binary RAR's recipe can also ask the held-out world's short-form questions
+(``short_questions`` > 0: that many answerable and that many unanswerable ones, the
+world's ``rar_short/`` set) of every stage it evaluates: the answer accuracy its
+contradiction rate must not cost (:mod:`factrl.recipes.factworld_short`)."""
 
 from __future__ import annotations
 
@@ -15,10 +20,15 @@ from typing import Any
 
 from factrl.types import Claim
 
-__all__ = ["WORLDS", "correct_by_id", "eval_dir", "evaluate_stage", "exact_reward", "heldout_claims",
+__all__ = ["WORLDS", "correct_by_id", "eval_dir", "evaluate_heldout", "evaluate_stage", "exact_reward", "heldout_claims",
            "labels_by_id", "pick", "validate", "world_claims", "worlds_of"]
 
-WORLDS = ("heldout", "validation")  # the evaluated worlds, by directory under the run
+WORLDS = ("heldout", "validation", "short")  # what is evaluated ("short": the held-out world's short questions)
+
+
+def _world_dir(world: str) -> str:
+    """The world directory an evaluation reads (the short questions are the held-out world's)."""
+    return "heldout" if world == "short" else world
 
 
 def worlds_of(r: Any) -> list[tuple[str, int, int]]:
@@ -41,6 +51,10 @@ def world_claims(r: Any, out: Path, world: str = "heldout") -> list[Claim]:
     from factrl.recipes.factworld_config import env_name
     from factrl.recipes.factworld_haris import label_mix
 
+    if world == "short":
+        from factrl.recipes.factworld_short import short_claims
+
+        return short_claims(out / "heldout", r.short_questions)
     env = env_name(r)
     where = out / world
     name, where = ("rar_prompts", where / "rar") if env == "rar" else ("factworld", where)
@@ -57,6 +71,10 @@ def heldout_claims(r: Any, out: Path) -> list[Claim]:
 def eval_dir(r: Any, out: Path, name: str, world: str = "heldout") -> Path:
     """Where a stage's evaluation on ``world`` is written (validation: per claim count, so
     another ``val_claims`` on a resumed run evaluates afresh)."""
+    if world == "short":
+        from factrl.recipes.factworld_short import short_dir
+
+        return short_dir(r, out, name)
     d = out / "eval" if world == "heldout" else out / "eval" / f"validation-{r.val_claims}"
     return d / name.replace("@", "-").replace("%", "pct")
 
@@ -83,7 +101,8 @@ def evaluate_stage(r: Any, out: Path, name: str, model: Path, world: str = "held
     lm = load_lm(pair["reasoner"] if pair else str(model), **frozen_lm_options(cfg.model))
     lms = {"searcher": load_lm(pair["searcher"], **frozen_lm_options(cfg.model))} if pair else None
     seed = r.val_seed if world == "validation" else r.heldout_seed
-    return evaluate(claims, env_factory(cfg, out / world / "index"), lm, d, reward=exact_reward(r, out / world),
+    where = out / _world_dir(world)
+    return evaluate(claims, env_factory(cfg, where / "index"), lm, d, reward=exact_reward(r, where),
                     lms=lms,
                     rollout=RolloutConfig(temperature=r.eval_temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                           max_total_tokens=cfg.rollout.max_total_tokens, batch_size=r.eval_batch,
@@ -91,6 +110,17 @@ def evaluate_stage(r: Any, out: Path, name: str, model: Path, world: str = "held
                     run_info={"model": str(model), "stage": name, "world_seed": seed, "world": world,
                               **(pair or {}), "temperature": r.eval_temperature,
                               **lm.runtime_info()}, progress=False)
+
+
+def evaluate_heldout(r: Any, out: Path, name: str, model: Path) -> dict[str, Any]:
+    """Evaluate a stage on the held-out world and, for Binary RAR with
+    ``short_questions`` > 0, on its short-form questions too."""
+    from factrl.recipes.factworld_config import is_rar
+
+    metrics = evaluate_stage(r, out, name, model)
+    if is_rar(r) and r.short_questions > 0:
+        evaluate_stage(r, out, name, model, "short")
+    return metrics
 
 
 def exact_reward(r: Any, world: Path) -> Any:

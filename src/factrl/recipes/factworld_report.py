@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from factrl.recipes.factworld_eval import correct_by_id, labels_by_id, pick
+from factrl.recipes.factworld_short import short_rows, short_table
 
 __all__ = ["write_report"]
 
@@ -117,13 +118,31 @@ def _component_by_id(d: Path, key: str) -> dict[str, float]:
     return {t.claim_id: float(t.reward.components.get(key, 0.0)) for t in read_trajectories(d / TRAJ_FILE)}
 
 
-def _informative_by_id(d: Path) -> dict[str, float]:
-    """Binary RAR: per prompt 1.0 when the response states at least one fact the world
-    supports (the guard against a reward won by saying nothing)."""
+def _facts_by_id(d: Path, world: Path) -> dict[str, float]:
+    """Binary RAR: per prompt the supported facts beyond the entity's type (the reward's
+    ``supported_facts``; for an evaluation written before that count existed, re-read
+    from the stored response with ``world``'s exact verifier)."""
     from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
 
-    return {t.claim_id: float(t.reward.components.get("supported_sentences", 0.0) >= 1)
-            for t in read_trajectories(d / TRAJ_FILE)}
+    out, reward = {}, None
+    for t in read_trajectories(d / TRAJ_FILE):
+        value = t.reward.components.get("supported_facts")
+        if value is None:
+            response = str(t.meta.get("response") or "")
+            if reward is None and response:
+                from factrl.rewards import RewardSpec, build_reward
+
+                reward = build_reward(RewardSpec(name="rar_factworld", params={"world": str(world)}))
+            value = reward.score_response(response)["supported_facts"] if response and t.error is None else 0.0
+        out[t.claim_id] = float(value)
+    return out
+
+
+def _informative_by_id(d: Path, world: Path) -> dict[str, float]:
+    """Binary RAR: per prompt 1.0 when the response states at least one fact the world
+    supports beyond the entity's type (the guard against a reward won by saying nothing:
+    "X is a person." is true and says nothing asked for)."""
+    return {i: float(v >= 1) for i, v in _facts_by_id(d, world).items()}
 
 
 def _meteor_by_id(d: Path) -> dict[str, float]:
@@ -149,7 +168,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     rar, two_way = env == "rar", env == "haris"  # Binary RAR: prompts, not claims; HARIS: Support / Refute
     rows = []
     base = correct_by_id(out / "eval" / "warmup", rar, two_way)
-    base_informative = _informative_by_id(out / "eval" / "warmup") if rar else {}
+    base_informative = _informative_by_id(out / "eval" / "warmup", out / "heldout") if rar else {}
     base_meteor = _meteor_by_id(out / "eval" / "warmup")
     base_labels = {} if rar else labels_by_id(out / "eval" / "warmup", two_way)
     for name in stages:
@@ -167,16 +186,18 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             b = sum(1 for i in common if got[i] and not base[i])  # fixed
             c = sum(1 for i in common if base[i] and not got[i])  # broken
             row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
-        if rar:  # accuracy is the no-contradiction rate; informative the share stating a supported fact
+        if rar:  # accuracy: the no-contradiction rate; informative: the share stating a supported fact beyond the type
             row["contradiction_rate"] = 1 - row["accuracy"] if n else None
-            info = _informative_by_id(d)
+            info = _informative_by_id(d, out / "heldout")
             row["informative"] = sum(info.values()) / len(info) if info else None
             # how much a response says: a reward won by saying less shows here
-            for key in ("supported_sentences", "contradicted_sentences"):
-                per = _component_by_id(d, key)
+            for key in ("supported_sentences", "supported_facts", "contradicted_sentences"):
+                per, warm = ((_facts_by_id(d, out / "heldout"), _facts_by_id(out / "eval" / "warmup", out / "heldout"))
+                             if key == "supported_facts" else
+                             (_component_by_id(d, key), _component_by_id(out / "eval" / "warmup", key)))
                 row[key] = sum(per.values()) / len(per) if per else None
                 if name != "warmup" and per:
-                    test = paired_by_id(per, _component_by_id(out / "eval" / "warmup", key))
+                    test = paired_by_id(per, warm)
                     row[f"{key}_diff"], row[f"{key}_p"] = test["mean_diff"], test["p"]
             if name != "warmup":
                 common = sorted(set(info) & set(base_informative))
@@ -204,7 +225,9 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             curves[control if log.parent == run else f"{control} {log.parent.relative_to(run)}"] = str(png) if png else None
     vacuous = _vacuous_controls(out, r.controls)
     selection = pick(r, out, stages)
-    result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous, "selection": selection}
+    short = short_rows(r, out, stages) if rar else []
+    result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous, "selection": selection,
+              **({"short_form": short} if short else {})}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
@@ -212,7 +235,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
              + ("NOT ENOUGH INFO claims scored as Refute (HARIS's two-way scale); " if two_way else "")
              + f"{f'sampled at temperature {r.eval_temperature} (seed {r.eval_seed})' if r.eval_temperature else 'greedy'}.", ""]
     if rar:
-        lines += _rar_table(rows)
+        lines += _rar_table(rows) + short_table(short)
     else:
         lines += ["| stage | accuracy | 95% CI | format ok | fixed / broken vs warm-up | McNemar p |", "|---|---|---|---|---|---|"]
     for row in [] if rar else rows:
@@ -242,8 +265,8 @@ def _rar_table(rows: list[dict[str, Any]]) -> list[str]:
     """Binary RAR's rows: contradiction rate (lower is better; McNemar on the prompts that
     lost or gained a contradiction) and the share of informative responses."""
     lines = ["| stage | contradiction rate | 95% CI | informative | contradictions removed / added vs warm-up | "
-             "McNemar p | informative gained / lost, p | supported / contradicted sentences per response "
-             "(paired sign-flip p) |", "|---|---|---|---|---|---|---|---|"]
+             "McNemar p | informative gained / lost, p | supported sentences / facts beyond the type / "
+             "contradicted sentences per response (paired sign-flip p) |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["accuracy"] is None:
             continue
@@ -255,7 +278,7 @@ def _rar_table(rows: list[dict[str, Any]]) -> list[str]:
               if "informative_p" in row else "")
         said = " / ".join(
             "-" if row.get(k) is None else f"{row[k]:.2f}" + (f" ({row[k + '_p']:.2g})" if k + "_p" in row else "")
-            for k in ("supported_sentences", "contradicted_sentences"))
+            for k in ("supported_sentences", "supported_facts", "contradicted_sentences"))
         lines.append(f"| {row['stage']} | {row['contradiction_rate']:.3f} | {1 - hi:.3f}–{1 - lo:.3f} | {info} | "
                      f"{fb} | {p} | {ip} | {said} |")
     return lines

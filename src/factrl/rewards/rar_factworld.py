@@ -11,8 +11,9 @@ Parameters: ``world`` (a directory ``factrl data factworld`` wrote, or its
 hallucination metrics judge against (the prompt's documents, as in ``rar``).
 
 Diagnostics per episode: ``checked_sentences`` (sentences read as a world fact),
-``supported_sentences``, ``contradicted_sentences``, ``empty_response``,
-``episode_error``. An empty response or a failed episode scores 0 with no check.
+``supported_sentences``, ``supported_facts`` (supported sentences other than the
+entity's type: "X is a person." is true and says nothing asked for),
+``contradicted_sentences``, ``empty_response``, ``episode_error``. An empty response or a failed episode scores 0 with no check.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class FactWorldRarReward:
     checker: Any = field(default=None, repr=False, compare=False)  # a FactWorld, loaded by configure
     evidence_source: Any = field(default=None, repr=False, compare=False)  # a RarReward for its evidence()
     components: ClassVar[tuple[str, ...]] = ("no_contradiction",)
-    diagnostics: ClassVar[tuple[str, ...]] = ("checked_sentences", "supported_sentences", "contradicted_sentences",
-                                              "empty_response", "episode_error")
+    diagnostics: ClassVar[tuple[str, ...]] = ("checked_sentences", "supported_sentences", "supported_facts",
+                                              "contradicted_sentences", "empty_response", "episode_error")
     lm_roles: ClassVar[tuple[str, ...]] = ()  # exact: no LM to load
 
     def _checker(self) -> Any:
@@ -51,16 +52,18 @@ class FactWorldRarReward:
         judged = self._checker().check_text(response)
         read = [j for j in judged if j.entity is not None]
         supported = sum(j.verdict == "supported" for j in judged)
+        facts = sum(j.verdict == "supported" and j.attribute != "type" for j in judged)
         contradicted = sum(j.verdict == "contradicted" for j in judged)
         value = 0.0 if contradicted else 1.0
         return {"no_contradiction": value, "checked_sentences": float(len(read)),
-                "supported_sentences": float(supported), "contradicted_sentences": float(contradicted),
+                "supported_sentences": float(supported), "supported_facts": float(facts),
+                "contradicted_sentences": float(contradicted),
                 "empty_response": 0.0, "episode_error": 0.0, "total": value}
 
     def __call__(self, traj: Trajectory) -> RewardBreakdown:
         from factrl.rewards.rar_verifier import strip_think
 
-        zero = {"no_contradiction": 0.0, "checked_sentences": 0.0, "supported_sentences": 0.0,
+        zero = {"no_contradiction": 0.0, "checked_sentences": 0.0, "supported_sentences": 0.0, "supported_facts": 0.0,
                 "contradicted_sentences": 0.0, "empty_response": 0.0, "episode_error": 0.0, "total": 0.0}
         if traj.error is not None:
             return RewardBreakdown(components={**zero, "episode_error": 1.0}, total=0.0)

@@ -4,7 +4,8 @@
 Hundreds of invented entities (people, cities, companies, rivers, countries) with typed
 attributes and relations, written as one short document per entity; claims at 1–3 hops
 with gold labels, gold sentence ids and AVeriTeC-style questions; one long-form prompt
-per entity for Binary RAR; and an exact verifier. ::
+per entity for Binary RAR, with short-form questions (answerable and unanswerable) about
+the same entities; and an exact verifier. ::
 
     from factrl.datasets.factworld import WorldConfig, write_world, FactWorld
 

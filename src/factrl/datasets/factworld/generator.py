@@ -1,10 +1,10 @@
 """``generate(config)``: a world, its corpus, claims, QA and prompts as file contents;
 ``write_world(config, out)`` writes them (the directory layout is in ``docs/formats.md``).
 
-Three independent ``random.Random`` streams, each seeded from the seed and its purpose:
-the world, the claims, the splits. So ``seed`` and the world knobs (``entities``,
-``distractors``, ``unstated_rate``) fully define the world, and asking for more claims
-or another mix keeps the same world. Same config → byte-identical files.
+Independent ``random.Random`` streams, each seeded from the seed and its purpose: the
+world, the claims, the splits, the prompts' splits and the short-form questions. So
+``seed`` and the world knobs (``entities``, ``distractors``, ``unstated_rate``) fully
+define the world, and asking for more claims or another mix keeps the same world. Same config → byte-identical files.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from factrl.datasets.factworld.claims import ClaimMaker, WorldClaim, claim_row
 from factrl.datasets.factworld.schema import RAR_PROMPTS, TYPES
+from factrl.datasets.factworld.short_questions import short_questions
 from factrl.datasets.factworld.world import World, build_world, document_sentences
 from factrl.labels import Label, normalise_label
 
@@ -29,7 +30,7 @@ SPLITS = ("train", "dev", "test")
 MAX_HOPS = 3
 # What a generated directory holds (``<split>`` is each of SPLITS).
 FILES = ("corpus.jsonl", "world.json", "claims/<split>.jsonl", "averitec/<split>.json", "rar/<split>.jsonl",
-         "manifest.json")
+         "rar_short/<split>.jsonl", "manifest.json")
 _LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 _AVERITEC = {Label.SUPPORT: "Supported", Label.REFUTE: "Refuted", Label.NEI: "Not Enough Evidence"}
 
@@ -227,8 +228,13 @@ def _averitec(row: dict[str, Any]) -> dict[str, Any]:
             "questions": meta["questions"], "claimed_value": meta["claimed_value"]}
 
 
-def _rar(cfg: WorldConfig, world: World, corpus: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _rar(cfg: WorldConfig, world: World, corpus: list[dict[str, Any]]
+         ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Binary RAR's prompts per split: one long-form prompt per entity, and the short-form
+    questions about the same entities (:mod:`.short_questions`)."""
     docs = {r["id"]: r for r in corpus}
+    short_rng = _rng(cfg.seed, "short")
+    short: dict[str, list[dict[str, Any]]] = {}
     order = list(world.entities)
     position = {e.id: i for i, e in enumerate(order)}
     _rng(cfg.seed, "prompts").shuffle(order)
@@ -240,7 +246,8 @@ def _rar(cfg: WorldConfig, world: World, corpus: list[dict[str, Any]]) -> dict[s
         out[split] = [{"id": f"fw{cfg.seed}-rar-{e.id}", "prompt": RAR_PROMPTS[e.type].format(S=e.name), "kind": "long",
                        "documents": [{"id": e.id, "title": e.name, "text": docs[e.id]["text"]}],
                        "entity": e.name, "entity_type": e.type, "world_seed": cfg.seed} for e in chosen]
-    return out
+        short[split] = short_questions(cfg.seed, world, docs, chosen, short_rng)
+    return out, short
 
 
 def generate(cfg: WorldConfig) -> GeneratedWorld:
@@ -251,12 +258,13 @@ def generate(cfg: WorldConfig) -> GeneratedWorld:
     by_split = _claims(cfg, world)
     rows = {s: [claim_row(world, c, f"fw{cfg.seed}-{s}-{i:05d}", texts) for i, c in enumerate(cs)]
             for s, cs in by_split.items()}
-    prompts = _rar(cfg, world, corpus)
+    prompts, short = _rar(cfg, world, corpus)
     files: dict[str, bytes] = {"corpus.jsonl": _jsonl(corpus), "world.json": _json(world.to_json())}
     for s in SPLITS:
         files[f"claims/{s}.jsonl"] = _jsonl(rows[s])
         files[f"averitec/{s}.json"] = _json([_averitec(r) for r in rows[s]])
         files[f"rar/{s}.jsonl"] = _jsonl(prompts[s])
+        files[f"rar_short/{s}.jsonl"] = _jsonl(short[s])
     counts: dict[str, Any] = {
         "entities": {t: len(world.of_type(t)) for t in TYPES},
         "look_alikes": sum(e.twin_of is not None for e in world.entities),
@@ -265,6 +273,8 @@ def generate(cfg: WorldConfig) -> GeneratedWorld:
         "unstated_facts": sum(len(e.unstated) for e in world.entities),
         "claims": {s: _tally(rows[s]) for s in SPLITS},
         "rar_prompts": {s: len(prompts[s]) for s in SPLITS},
+        "rar_short": {s: {"answerable": sum(q["answerable"] for q in short[s]),
+                          "unanswerable": sum(not q["answerable"] for q in short[s])} for s in SPLITS},
     }
     manifest = {"format": "factworld/1", "seed": cfg.seed, "config": cfg.to_json(), "counts": counts,
                 "files": {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}}
