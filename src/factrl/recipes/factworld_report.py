@@ -138,11 +138,11 @@ def _facts_by_id(d: Path, world: Path) -> dict[str, float]:
     return out
 
 
-def _informative_by_id(d: Path, world: Path) -> dict[str, float]:
+def _informative(facts: dict[str, float]) -> dict[str, float]:
     """Binary RAR: per prompt 1.0 when the response states at least one fact the world
     supports beyond the entity's type (the guard against a reward won by saying nothing:
     "X is a person." is true and says nothing asked for)."""
-    return {i: float(v >= 1) for i, v in _facts_by_id(d, world).items()}
+    return {i: float(v >= 1) for i, v in facts.items()}
 
 
 def _meteor_by_id(d: Path) -> dict[str, float]:
@@ -168,7 +168,8 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     rar, two_way = env == "rar", env == "haris"  # Binary RAR: prompts, not claims; HARIS: Support / Refute
     rows = []
     base = correct_by_id(out / "eval" / "warmup", rar, two_way)
-    base_informative = _informative_by_id(out / "eval" / "warmup", out / "heldout") if rar else {}
+    base_facts = _facts_by_id(out / "eval" / "warmup", out / "heldout") if rar else {}
+    base_informative = _informative(base_facts)
     base_meteor = _meteor_by_id(out / "eval" / "warmup")
     base_labels = {} if rar else labels_by_id(out / "eval" / "warmup", two_way)
     for name in stages:
@@ -188,12 +189,12 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
         if rar:  # accuracy: the no-contradiction rate; informative: the share stating a supported fact beyond the type
             row["contradiction_rate"] = 1 - row["accuracy"] if n else None
-            info = _informative_by_id(d, out / "heldout")
+            facts = _facts_by_id(d, out / "heldout")
+            info = _informative(facts)
             row["informative"] = sum(info.values()) / len(info) if info else None
             # how much a response says: a reward won by saying less shows here
             for key in ("supported_sentences", "supported_facts", "contradicted_sentences"):
-                per, warm = ((_facts_by_id(d, out / "heldout"), _facts_by_id(out / "eval" / "warmup", out / "heldout"))
-                             if key == "supported_facts" else
+                per, warm = ((facts, base_facts) if key == "supported_facts" else
                              (_component_by_id(d, key), _component_by_id(out / "eval" / "warmup", key)))
                 row[key] = sum(per.values()) / len(per) if per else None
                 if name != "warmup" and per:
