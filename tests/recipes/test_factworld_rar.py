@@ -116,3 +116,76 @@ def test_a_response_that_only_names_the_type_is_not_informative_even_in_an_old_e
     assert warm["informative"] == 1.0 and warm["supported_facts"] >= 1
     assert grpo["informative"] == 0.5 and grpo["informative_broken"] == 12  # re-read with the held-out world
     assert 0 < grpo["supported_facts"] < warm["supported_facts"] and grpo["supported_facts_p"] < 0.01
+
+
+def _stage_from(src, dest, contradicted=0, facts=None):
+    """A validation evaluation made from teacher episodes: the first ``contradicted`` prompts
+    marked contradicted, and with ``facts`` every response's facts beyond the type set to it
+    (0: a policy that states only the entity's type)."""
+    dest.mkdir(parents=True)
+    shutil.copy(src / "metrics.json", dest / "metrics.json")
+    rows = []
+    for i, line in enumerate((src / "trajectories.jsonl").read_text().splitlines()):
+        row = json.loads(line)
+        comp = row["reward"]["components"]
+        if i < contradicted:
+            comp["no_contradiction"] = 0.0
+        if facts is not None:
+            comp["supported_facts"] = float(facts)
+        rows.append(json.dumps(row))
+    (dest / "trajectories.jsonl").write_text("\n".join(rows) + "\n")
+
+
+def test_the_validation_pick_stops_early_where_facts_per_response_fall_as_the_paper_stops_on_utility(tmp_path):
+    from factrl.recipes.factworld_eval import eval_dir, pick
+
+    clean, _ = _teach(tmp_path, "clean", teacher_noise=0.0)
+    noisy, _ = _teach(tmp_path, "noisy", teacher_noise=1.0)
+    r = FactworldRecipe(**TINY, val_claims=24)
+    out = tmp_path / "run"
+    stages = {"warmup": None, "grpo@33%": None, "grpo@67%": None, "grpo@100%": None}
+    # warm-up: contradicts itself; @33: fewer contradictions, facts kept; @67 and @100: never
+    # contradicted because they say nothing beyond the type
+    _stage_from(noisy / "teach", eval_dir(r, out, "warmup", "validation"))
+    _stage_from(clean / "teach", eval_dir(r, out, "grpo@33%", "validation"), contradicted=6)
+    _stage_from(clean / "teach", eval_dir(r, out, "grpo@67%", "validation"), facts=0)
+    _stage_from(clean / "teach", eval_dir(r, out, "grpo@100%", "validation"), facts=0)
+    chosen = pick(r, out, stages)
+    v, stop = chosen["validation"], chosen["utility_stop"]
+    assert v["grpo@67%"]["right"] == v["grpo@100%"]["right"] == 24 > v["grpo@33%"]["right"] == 18 > v["warmup"]["right"]
+    assert v["warmup"]["facts"] > 0 and v["grpo@67%"]["facts"] == 0.0
+    assert stop["stopped_at"] == "grpo@67%" and chosen["picked"] == "grpo@33%"  # not the one that says nothing
+    assert stop["floor"] == pytest.approx(0.9 * v["warmup"]["facts"])
+    # with no limit on the drop the pick is by contradictions alone: the empty checkpoint
+    assert pick(FactworldRecipe(**TINY, val_claims=24, val_utility_drop=1.0), out, stages)["picked"] == "grpo@67%"
+    # a stopped run stays stopped: a later checkpoint that states facts again cannot be picked
+    shutil.rmtree(eval_dir(r, out, "grpo@100%", "validation"))
+    _stage_from(clean / "teach", eval_dir(r, out, "grpo@100%", "validation"))
+    chosen = pick(r, out, stages)
+    assert chosen["validation"]["grpo@100%"]["right"] == 24 and chosen["picked"] == "grpo@33%"
+    # the report names the stop and the pick's held-out figures
+    for name, src in (("warmup", noisy), ("grpo@33%", clean)):
+        shutil.copytree(src / "teach", eval_dir(r, out, name))
+    result = write_report(r, {}, out, stages)
+    assert result["selection"]["utility_stop"]["stopped_at"] == "grpo@67%"
+    text = (out / "report.md").read_text()
+    assert "| grpo@67% (stopped: utility) | 0.000 |" in text and "| grpo@100% (stopped: utility) |" in text
+    assert "| grpo@33% (picked) | 0.250 |" in text
+    assert "Utility early stop: grpo@67% is the first checkpoint with fewer than" in text
+    assert "**Picked: grpo@33%**, held-out contradiction rate 0.000" in text and "contradictions removed" in text
+
+
+def test_without_a_utility_drop_no_checkpoint_is_stopped(tmp_path):
+    from factrl.recipes.factworld_eval import eval_dir, pick
+
+    clean, _ = _teach(tmp_path, "clean", teacher_noise=0.0)
+    r = FactworldRecipe(**TINY, val_claims=24)
+    out = tmp_path / "run"
+    _stage_from(clean / "teach", eval_dir(r, out, "warmup", "validation"), contradicted=12)
+    _stage_from(clean / "teach", eval_dir(r, out, "grpo@100%", "validation"), contradicted=3)
+    chosen = pick(r, out, {"warmup": None, "grpo@100%": None})
+    assert chosen["utility_stop"]["stopped_at"] is None and chosen["picked"] == "grpo@100%"
+    with pytest.raises(ValueError, match="val_utility_drop must be float"):
+        FactworldRecipe(**TINY, val_utility_drop="a lot")
+    with pytest.raises(ValueError, match=r"share in \[0, 1\], got 10.0"):
+        FactworldRecipe(**TINY, val_utility_drop=10)

@@ -94,6 +94,10 @@ class FactworldRecipe:
     # (recipes.factworld_eval); the held-out figures never choose.
     val_claims: int = 0
     val_seed: int = 303
+    # Binary RAR's utility early stop on the validation world (the paper stops at a drop of
+    # more than 10 %): a checkpoint whose supported facts per response fall more than this
+    # share below the warm-up's, and every later one, cannot be picked.
+    val_utility_drop: float = 0.1
     # Binary RAR: also ask every evaluated stage this many answerable and this many
     # unanswerable short-form questions of the held-out world (recipes.factworld_short).
     short_questions: int = 0
@@ -107,6 +111,8 @@ class FactworldRecipe:
         from factrl.recipes.settings import check_settings
 
         check_settings(self, "recipe setting")
+        if not 0.0 <= self.val_utility_drop <= 1.0:
+            raise ValueError(f"recipe setting val_utility_drop must be a share in [0, 1], got {self.val_utility_drop}")
 
 
 # -- stages -----------------------------------------------------------------------------

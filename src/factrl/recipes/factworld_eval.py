@@ -7,6 +7,14 @@ run's checkpoints) is evaluated on its ``val_claims`` claims, and the stage with
 validation accuracy (the earliest on a tie: the warm-up before any GRPO checkpoint) is the
 run's pick — early stopping chosen without looking at the held-out world.
 
+For Binary RAR the validation score is the no-contradiction rate, which a policy wins by
+saying nothing ("X is a person." is never contradicted), so the pick also stops early on
+utility as the paper does (001, App. B: training stops at a checkpoint that drops more
+than 10 % on a utility benchmark): walking the checkpoints in training order, the first
+whose supported facts beyond the entity's type per validation response fall more than
+``val_utility_drop`` (a share) below the warm-up's ends the run there, and the pick is the
+lowest contradiction rate among the warm-up and the checkpoints before that one.
+
 Binary RAR's recipe can also ask the held-out world's short-form questions
 (``short_questions`` > 0: that many answerable and that many unanswerable ones, the
 world's ``rar_short/`` set) of every stage it evaluates: the answer accuracy its
@@ -20,8 +28,8 @@ from typing import Any
 
 from factrl.types import Claim
 
-__all__ = ["WORLDS", "correct_by_id", "eval_dir", "evaluate_heldout", "evaluate_stage", "exact_reward", "heldout_claims",
-           "labels_by_id", "pick", "validate", "world_claims", "worlds_of"]
+__all__ = ["WORLDS", "correct_by_id", "eval_dir", "evaluate_heldout", "evaluate_stage", "exact_reward", "facts_by_id",
+           "heldout_claims", "labels_by_id", "pick", "validate", "world_claims", "worlds_of"]
 
 WORLDS = ("heldout", "validation", "short")  # what is evaluated ("short": the held-out world's short questions)
 
@@ -175,25 +183,67 @@ def validate(r: Any, out: Path, stages: dict[str, Path]) -> None:
         evaluate_stage(r, out, name, model, "validation")
 
 
+def facts_by_id(d: Path, world: Path) -> dict[str, float]:
+    """Binary RAR: per prompt the supported facts beyond the entity's type (the reward's
+    ``supported_facts``; for an evaluation written before that count existed, re-read
+    from the stored response with ``world``'s exact verifier)."""
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+
+    out, reward = {}, None
+    for t in read_trajectories(d / TRAJ_FILE):
+        value = t.reward.components.get("supported_facts")
+        if value is None:
+            response = str(t.meta.get("response") or "")
+            if reward is None and response:
+                from factrl.rewards import RewardSpec, build_reward
+
+                reward = build_reward(RewardSpec(name="rar_factworld", params={"world": str(world)}))
+            value = reward.score_response(response)["supported_facts"] if response and t.error is None else 0.0
+        out[t.claim_id] = float(value)
+    return out
+
+
+def _utility_stop(scores: dict[str, dict[str, Any]], drop: float) -> str | None:
+    """The first GRPO checkpoint (in training order) whose validation facts per response
+    fall more than ``drop`` (a share) below the warm-up's: where utility early stopping
+    ends the run; None when none does."""
+    floor = (1.0 - drop) * scores["warmup"]["facts"]
+    return next((name for name, v in scores.items() if name != "warmup" and v["facts"] < floor), None)
+
+
 def pick(r: Any, out: Path, stages: dict[str, Path]) -> dict[str, Any] | None:
     """The stage with the best validation accuracy (the earliest on a tie), with every
     candidate's validation accuracy; None without a validation world or before every
-    candidate is evaluated on it."""
+    candidate is evaluated on it. Binary RAR: the lowest contradiction rate among the
+    stages before the utility early stop (:func:`_utility_stop`), each candidate's facts
+    per response given too."""
     if r.val_claims <= 0:
         return None
     from factrl.metrics.significance import wilson_interval
     from factrl.recipes.factworld_config import env_name
 
     env = env_name(r)
+    rar = env == "rar"
     scores: dict[str, dict[str, Any]] = {}
     for name in candidates(stages):
         d = eval_dir(r, out, name, "validation")
         if not (d / "metrics.json").is_file():
             return None
-        got = correct_by_id(d, env == "rar", env == "haris")
+        got = correct_by_id(d, rar, env == "haris")
         k, n = int(sum(got.values())), len(got)
         scores[name] = {"n": n, "right": k, "accuracy": k / n if n else 0.0, "ci95": list(wilson_interval(k, n))}
-    if not any(name.startswith("grpo@") for name in scores):
+        if rar:
+            facts = facts_by_id(d, out / "validation")
+            scores[name]["facts"] = sum(facts.values()) / len(facts) if facts else 0.0
+    if not any(name.startswith("grpo@") for name in scores) or "warmup" not in scores:
         return None
-    best = max(scores, key=lambda name: (scores[name]["right"], -list(scores).index(name)))
-    return {"world_seed": r.val_seed, "claims": r.val_claims, "picked": best, "validation": scores}
+    kept = list(scores)
+    utility = None
+    if rar:
+        stop = _utility_stop(scores, r.val_utility_drop)
+        kept = kept[:kept.index(stop)] if stop else kept
+        utility = {"measure": "supported facts beyond the type per response", "max_drop": r.val_utility_drop,
+                   "floor": (1.0 - r.val_utility_drop) * scores["warmup"]["facts"], "stopped_at": stop}
+    best = max(kept, key=lambda name: (scores[name]["right"], -list(scores).index(name)))
+    return {"world_seed": r.val_seed, "claims": r.val_claims, "picked": best, "validation": scores,
+            **({"utility_stop": utility} if utility else {})}

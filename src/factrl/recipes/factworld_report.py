@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from factrl.recipes.factworld_eval import correct_by_id, labels_by_id, pick
+from factrl.recipes.factworld_eval import correct_by_id, facts_by_id, labels_by_id, pick
 from factrl.recipes.factworld_short import short_rows, short_table
 
 __all__ = ["write_report"]
@@ -118,26 +118,6 @@ def _component_by_id(d: Path, key: str) -> dict[str, float]:
     return {t.claim_id: float(t.reward.components.get(key, 0.0)) for t in read_trajectories(d / TRAJ_FILE)}
 
 
-def _facts_by_id(d: Path, world: Path) -> dict[str, float]:
-    """Binary RAR: per prompt the supported facts beyond the entity's type (the reward's
-    ``supported_facts``; for an evaluation written before that count existed, re-read
-    from the stored response with ``world``'s exact verifier)."""
-    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
-
-    out, reward = {}, None
-    for t in read_trajectories(d / TRAJ_FILE):
-        value = t.reward.components.get("supported_facts")
-        if value is None:
-            response = str(t.meta.get("response") or "")
-            if reward is None and response:
-                from factrl.rewards import RewardSpec, build_reward
-
-                reward = build_reward(RewardSpec(name="rar_factworld", params={"world": str(world)}))
-            value = reward.score_response(response)["supported_facts"] if response and t.error is None else 0.0
-        out[t.claim_id] = float(value)
-    return out
-
-
 def _informative(facts: dict[str, float]) -> dict[str, float]:
     """Binary RAR: per prompt 1.0 when the response states at least one fact the world
     supports beyond the entity's type (the guard against a reward won by saying nothing:
@@ -168,7 +148,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     rar, two_way = env == "rar", env == "haris"  # Binary RAR: prompts, not claims; HARIS: Support / Refute
     rows = []
     base = correct_by_id(out / "eval" / "warmup", rar, two_way)
-    base_facts = _facts_by_id(out / "eval" / "warmup", out / "heldout") if rar else {}
+    base_facts = facts_by_id(out / "eval" / "warmup", out / "heldout") if rar else {}
     base_informative = _informative(base_facts)
     base_meteor = _meteor_by_id(out / "eval" / "warmup")
     base_labels = {} if rar else labels_by_id(out / "eval" / "warmup", two_way)
@@ -189,7 +169,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
             row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
         if rar:  # accuracy: the no-contradiction rate; informative: the share stating a supported fact beyond the type
             row["contradiction_rate"] = 1 - row["accuracy"] if n else None
-            facts = _facts_by_id(d, out / "heldout")
+            facts = facts_by_id(d, out / "heldout")
             info = _informative(facts)
             row["informative"] = sum(info.values()) / len(info) if info else None
             # how much a response says: a reward won by saying less shows here
@@ -287,18 +267,41 @@ def _rar_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _selection_lines(selection: dict[str, Any] | None, rows: list[dict[str, Any]], what: str) -> list[str]:
     """The validation world's accuracy per candidate stage and the stage it picks, with
-    that stage's held-out figures (chosen without looking at them)."""
+    that stage's held-out figures (chosen without looking at them); Binary RAR: the
+    contradiction rate and facts per response, and where utility early stopping ended."""
     if not selection:
         return []
+    stop = selection.get("utility_stop")
     lines = ["", f"Checkpoint picked on the validation world (seed {selection['world_seed']}, "
-             f"{selection['claims']} {what}; never trained on, not the held-out world):", "",
-             "| stage | validation accuracy | 95% CI |", "|---|---|---|"]
+             f"{selection['claims']} {what}; never trained on, not the held-out world):", ""]
+    if stop:
+        lines += ["| stage | contradiction rate | 95% CI | facts beyond the type per response |", "|---|---|---|---|"]
+    else:
+        lines += ["| stage | validation accuracy | 95% CI |", "|---|---|---|"]
+    after = False
     for name, v in selection["validation"].items():
-        mark = " (picked)" if name == selection["picked"] else ""
-        lines.append(f"| {name}{mark} | {v['accuracy']:.3f} | {v['ci95'][0]:.3f}–{v['ci95'][1]:.3f} |")
+        after = after or (stop is not None and name == stop["stopped_at"])
+        mark = " (picked)" if name == selection["picked"] else " (stopped: utility)" if after else ""
+        if stop:
+            lo, hi = v["ci95"]
+            lines.append(f"| {name}{mark} | {1 - v['accuracy']:.3f} | {1 - hi:.3f}–{1 - lo:.3f} | {v['facts']:.2f} |")
+        else:
+            lines.append(f"| {name}{mark} | {v['accuracy']:.3f} | {v['ci95'][0]:.3f}–{v['ci95'][1]:.3f} |")
+    if stop:
+        lines += ["", (f"Utility early stop: {stop['stopped_at']} is the first checkpoint with fewer than "
+                       f"{stop['floor']:.2f} facts per response ({1 - stop['max_drop']:.0%} of the warm-up's); "
+                       "it and every later one cannot be picked.") if stop["stopped_at"] else
+                  f"Utility early stop: no checkpoint fell below {stop['floor']:.2f} facts per response "
+                  f"({1 - stop['max_drop']:.0%} of the warm-up's)."]
     held = next((row for row in rows if row["stage"] == selection["picked"]), None)
     if held is not None and held["accuracy"] is not None:
-        vs = (f", {held['fixed_vs_warmup']} fixed / {held['broken_vs_warmup']} broken vs warm-up, "
+        rar = "contradiction_rate" in held
+        fixed, broken = ("contradictions removed", "added") if rar else ("fixed", "broken")
+        vs = (f", {held['fixed_vs_warmup']} {fixed} / {held['broken_vs_warmup']} {broken} vs warm-up, "
               f"McNemar p = {held['mcnemar_p']:.2g}") if "mcnemar_p" in held else ""
-        lines += ["", f"**Picked: {selection['picked']}**, held-out {held['accuracy']:.3f}{vs}."]
+        if rar and "supported_facts_p" in held:
+            vs += (f"; facts beyond the type per response {held['supported_facts']:.2f} "
+                   f"(paired sign-flip p = {held['supported_facts_p']:.2g})")
+        figure = f"held-out contradiction rate {held['contradiction_rate']:.3f}" if rar else f"held-out {held['accuracy']:.3f}"
+        lines += ["", f"**Picked: {selection['picked']}**, {figure}{vs}."]
     return lines

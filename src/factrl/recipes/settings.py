@@ -11,11 +11,13 @@ from typing import Any
 __all__ = ["RESUMABLE", "RESUMABLE_OVERRIDES", "changed_settings", "check_settings"]
 
 # What a resumed recipe run may change: how and where it runs, which runs it trains, how
-# many validation claims pick its checkpoint and how many short-form questions are asked
-# (each count is evaluated apart), and how
+# many validation claims pick its checkpoint (and Binary RAR's utility early stop there,
+# which only chooses) and how many short-form questions are asked (each count is
+# evaluated apart), and how
 # long GRPO may go on (each GRPO run records the budget it trained under in its own
 # directory), not what its stages make.
-RESUMABLE = ("controls", "eval_base", "eval_batch", "device", "dtype", "val_claims", "short_questions")
+RESUMABLE = ("controls", "eval_base", "eval_batch", "device", "dtype", "val_claims", "val_utility_drop",
+             "short_questions")
 RESUMABLE_OVERRIDES = ("grpo.max_minutes",)
 
 
