@@ -189,3 +189,34 @@ def test_without_a_utility_drop_no_checkpoint_is_stopped(tmp_path):
         FactworldRecipe(**TINY, val_utility_drop="a lot")
     with pytest.raises(ValueError, match=r"share in \[0, 1\], got 10.0"):
         FactworldRecipe(**TINY, val_utility_drop=10)
+
+
+def test_train_short_trains_on_long_prompts_and_answerable_short_questions_alternating(tmp_path):
+    from factrl.datasets import load_dataset
+    from factrl.protocol.rar import matches_gold
+
+    r = FactworldRecipe(**TINY | {"teacher_claims": 30}, train_short=True, teacher_noise=0.0)
+    run_recipe(r, tmp_path, stages=("worlds", "teach"))
+    cfg = _grpo_config(r, tmp_path, "none")
+    assert cfg.data.data_dir == str(tmp_path / "world" / "rar_mix")
+    mixed = load_dataset("rar_prompts", tmp_path / "world" / "rar_mix", "train").claims
+    long = load_dataset("rar_prompts", tmp_path / "world" / "rar", "train").claims
+    assert [c.meta["kind"] for c in mixed[:4]] == ["long", "short", "long", "short"]
+    assert [c.id for c in mixed if c.meta["kind"] == "long"] == [c.id for c in long]
+    assert all(c.meta["answerable"] for c in mixed if c.meta["kind"] == "short")
+    before = (tmp_path / "world" / "rar_mix" / "train.jsonl").read_bytes()
+    run_recipe(r, tmp_path, stages=("worlds",))
+    assert (tmp_path / "world" / "rar_mix" / "train.jsonl").read_bytes() == before  # the same world, the same bytes
+    taught = read_trajectories(tmp_path / "teach" / "trajectories.jsonl")
+    short = [t for t in taught if t.claim.meta["kind"] == "short"]
+    assert short and len(short) < len(taught)
+    assert all(matches_gold(t.meta["response"], t.claim.meta["answers"]) and t.meta["correct"] for t in short)
+    assert all(t.reward.total == 1.0 for t in short)
+
+
+def test_train_short_is_refused_for_an_agent_without_short_questions(tmp_path):
+    r = FactworldRecipe(preset="veri_r1_factworld_offline_cpu", entities=40, claims=120, heldout_claims=30,
+                        device="cpu", train_short=True)
+    with pytest.raises(ValueError, match="train_short is Binary RAR's"):
+        run_recipe(r, tmp_path, stages=("worlds",))
+    assert not (tmp_path / "world").exists()

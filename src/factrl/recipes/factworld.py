@@ -101,6 +101,9 @@ class FactworldRecipe:
     # Binary RAR: also ask every evaluated stage this many answerable and this many
     # unanswerable short-form questions of the held-out world (recipes.factworld_short).
     short_questions: int = 0
+    # Binary RAR: the teacher and GRPO also get the training world's answerable short-form
+    # questions, one for each long-form prompt (recipes.factworld_short.write_mixed_prompts).
+    train_short: bool = False
     # Where every stage trains and evaluates (factrl.lm.device): auto = CUDA when available;
     # dtype auto = bf16 mixed precision on a GPU that has it, else float32. A resumed run may
     # change either.
@@ -121,17 +124,25 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
     from factrl.datasets.factworld import WorldConfig, parse_hops, write_world
     from factrl.retrieval.index import build_index
 
+    if r.train_short and not _is_rar(r):
+        raise ValueError("recipe setting train_short is Binary RAR's (its short-form questions); "
+                         f"the preset {r.preset} trains another agent")
     for name, seed, claims in worlds_of(r):
         d = out / name
         # a resumed run that raised val_claims needs a larger validation world than it wrote
         fresh = not (d / "manifest.json").is_file() or _world_claims(d) < claims
         # a world written before short-form questions existed: the same files again, and rar_short/
-        fresh = fresh or (name == "heldout" and r.short_questions > 0 and not (d / "rar_short").is_dir())
+        short = (name == "heldout" and r.short_questions > 0) or (name == "world" and r.train_short)
+        fresh = fresh or (short and not (d / "rar_short").is_dir())
         if fresh:
             write_world(WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
                                     paraphrase_rate=r.paraphrase_rate, distractors=r.distractors), d, overwrite=True)
         if fresh or not (d / "index" / "manifest.json").is_file():
             build_index(d / "corpus.jsonl", d / "index", overwrite=True, progress=False)
+        if name == "world" and r.train_short:
+            from factrl.recipes.factworld_short import write_mixed_prompts
+
+            write_mixed_prompts(d)
     _say(f"worlds: training seed {r.train_seed}, held-out seed {r.heldout_seed}"
          + (f", validation seed {r.val_seed}" if r.val_claims > 0 else ""))
 

@@ -33,7 +33,8 @@ def grpo_config(r: Any, out: Path, control: str) -> Any:
     checkpoint at each of ``r.checkpoints``."""
     from factrl.train.config import load_run_config
 
-    data = ({"data.dataset": "rar_prompts", "data.data_dir": str(out / "world" / "rar"),
+    prompts = "rar_mix" if getattr(r, "train_short", False) else "rar"  # recipes.factworld_short.MIXED_DIR
+    data = ({"data.dataset": "rar_prompts", "data.data_dir": str(out / "world" / prompts),
              "reward.params.world": str(out / "world")} if is_rar(r) else
             {"data.dataset": "factworld", "data.data_dir": str(out / "world")})
     sets: dict[str, Any] = {

@@ -18,7 +18,29 @@ from typing import Any
 
 from factrl.types import Claim
 
-__all__ = ["short_claims", "short_dir", "short_rows", "short_table"]
+__all__ = ["MIXED_DIR", "short_claims", "short_dir", "short_rows", "short_table", "write_mixed_prompts"]
+
+MIXED_DIR = "rar_mix"  # a world's long-form prompts and answerable short questions, alternating
+
+
+def write_mixed_prompts(world: Path) -> Path:
+    """``world/rar_mix/<split>.jsonl``: per split the world's long-form prompts and its
+    answerable short-form questions (the same entities), alternating, in file order — the
+    prompt set Binary RAR's recipe trains on with ``train_short`` (the paper trains on
+    natural prompts of every kind, not one). Rewritten from the world's own files, so the
+    same world gives the same bytes."""
+    import json
+
+    out = world / MIXED_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        long = (world / "rar" / f"{split}.jsonl").read_text().splitlines()
+        short = [line for line in (world / "rar_short" / f"{split}.jsonl").read_text().splitlines()
+                 if line.strip() and json.loads(line).get("answerable")]
+        rows = [row for pair in zip(long, short) for row in pair]
+        rows += long[len(short):] + short[len(long):]
+        (out / f"{split}.jsonl").write_text("".join(f"{row}\n" for row in rows if row.strip()))
+    return out
 
 
 def short_dir(r: Any, out: Path, name: str) -> Path:

@@ -6,6 +6,14 @@ same attribute the world gives some other entity — a contradiction the exact v
 from the notes *and* to make such errors sometimes; Binary RAR's reward is there to unlearn
 them.
 
+Asked one of the world's short-form questions (``rar_short/``: "Where was X born?", with
+the short-form instruction), it answers with the one sentence of the notes that states
+the asked attribute of that entity — wrong, by the same swap, with probability ``noise``
+— and, when the notes state none (an attribute the world leaves unstated), "I don't
+know." A warm-up on those answers learns to answer from the notes, and to answer wrong
+sometimes; Binary RAR's reward unlearns the wrong values (a swapped value is a
+contradiction, a right one or an abstention is not).
+
 Without a ``world`` (a directory ``factrl data factworld`` wrote) it cannot tell a value
 from the rest of a sentence, so it restates the notes as they are (``noise`` must be 0).
 The draws are seeded by ``seed`` and the sentence, so a run is reproducible.
@@ -38,6 +46,7 @@ class RarTeacher(ScriptedLM):
         self.noise, self.seed, self.max_sentences = noise, seed, max_sentences
         self.world = _load_world(world)
         self._values = _values_by_attribute(self.world) if self.world is not None else {}
+        self._questions: dict[str, tuple[str, str]] | None = None  # question -> (entity id, attribute)
         self.swapped = 0  # sentences written wrong on purpose (all responses so far)
 
     def _respond(self, context: str) -> str:
@@ -47,8 +56,36 @@ class RarTeacher(ScriptedLM):
         notes = notes_of(context)
         if not notes:
             return "I have no notes on this."
+        asked = self._asked(context)
+        if asked is not None:
+            return self._answer(split_sentences(notes), *asked)
         said = [self._maybe_wrong(s) for s in split_sentences(notes)[: self.max_sentences]]
         return " ".join(said)
+
+    def _asked(self, context: str) -> tuple[str, str] | None:
+        """(entity id, attribute) of the world's short-form question the prompt asks, or
+        None (a long-form prompt, or no world to read questions from)."""
+        from factrl.envs.rar import NOTES_HEADER, SHORT_FORM_INSTRUCTION
+
+        if self.world is None or SHORT_FORM_INSTRUCTION not in context:
+            return None
+        if self._questions is None:
+            from factrl.datasets.factworld.schema import attribute
+
+            self._questions = {attribute(e.type, name).question.format(S=e.name): (e.id, name)
+                               for e in self.world.world.entities for name in (*e.facts, *e.unstated)}
+        after_notes = context.partition(NOTES_HEADER + "\n")[2].split("\n\n")
+        question = after_notes[1].strip() if len(after_notes) > 1 else ""
+        return self._questions.get(question)
+
+    def _answer(self, sentences: list[str], entity: str, name: str) -> str:
+        """The sentence of the notes stating ``entity``'s ``name`` (maybe swapped), else
+        an abstention."""
+        for sentence in sentences:
+            j = self.world.judge(sentence)
+            if j.verdict == "supported" and (j.entity, j.attribute) == (entity, name):
+                return self._maybe_wrong(sentence)
+        return "I don't know."
 
     def _maybe_wrong(self, sentence: str) -> str:
         if self.noise <= 0 or self.world is None:
