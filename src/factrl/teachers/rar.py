@@ -6,8 +6,8 @@ same attribute the world gives some other entity — a contradiction the exact v
 from the notes *and* to make such errors sometimes; Binary RAR's reward is there to unlearn
 them.
 
-Asked one of the world's short-form questions (``rar_short/``: "Where was X born?", with
-the short-form instruction), it answers with the one sentence of the notes that states
+Asked one of the world's short-form questions (``rar_short/``: "Where was X born?", the
+first paragraph after the notes), it answers with the one sentence of the notes that states
 the asked attribute of that entity — wrong, by the same swap, with probability ``noise``
 — and, when the notes state none (an attribute the world leaves unstated), "I don't
 know." A warm-up on those answers learns to answer from the notes, and to answer wrong
@@ -65,9 +65,9 @@ class RarTeacher(ScriptedLM):
     def _asked(self, context: str) -> tuple[str, str] | None:
         """(entity id, attribute) of the world's short-form question the prompt asks, or
         None (a long-form prompt, or no world to read questions from)."""
-        from factrl.envs.rar import NOTES_HEADER, SHORT_FORM_INSTRUCTION
+        from factrl.envs.rar import NOTES_HEADER
 
-        if self.world is None or SHORT_FORM_INSTRUCTION not in context:
+        if self.world is None:
             return None
         if self._questions is None:
             from factrl.datasets.factworld.schema import attribute
