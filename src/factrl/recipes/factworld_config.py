@@ -31,9 +31,10 @@ def grpo_config(r: Any, out: Path, control: str) -> Any:
     """The GRPO run config of run ``control`` ("none": the real one) of recipe ``r`` under
     ``out``: the preset with the recipe's overrides, training world and warm-up, and a
     checkpoint at each of ``r.checkpoints``."""
+    from factrl.recipes.factworld_short import MIXED_DIR
     from factrl.train.config import load_run_config
 
-    prompts = "rar_mix" if getattr(r, "train_short", False) else "rar"  # recipes.factworld_short.MIXED_DIR
+    prompts = MIXED_DIR if getattr(r, "train_short", False) else "rar"
     data = ({"data.dataset": "rar_prompts", "data.data_dir": str(out / "world" / prompts),
              "reward.params.world": str(out / "world")} if is_rar(r) else
             {"data.dataset": "factworld", "data.data_dir": str(out / "world")})
