@@ -75,3 +75,38 @@ def test_compare_reasoning_justifies_the_verdict_and_verdict_errors_slip_only_th
                            and t.verdict.label is Label.SUPPORT for t in refuted)
     with pytest.raises(ValueError, match="needs a teacher whose reasoning reads the evidence"):
         _teach(tmp_path, "bare", teacher_noise=0.0, teacher_errors="verdict")
+
+
+def test_planted_question_and_unstated_verdict_errors_each_hit_their_seeded_share(tmp_path):
+    """``teacher_question_noise``: a seeded share of the teacher's claims is asked as the
+    claim restated, still answered from the gold sentence when shown; with an NEI
+    confusion over a right reading, the unstated claims read "No answer gives it" and
+    conclude Refuted."""
+    from factrl.teachers.profact import restated
+
+    _, trajs = _teach(tmp_path, "planted", teacher_noise=0.0, teacher_reasoning="compare",
+                      teacher_confusion="NEI->REFUTE:1.0", teacher_errors="verdict", teacher_question_noise=0.5)
+    asked = [t.meta["questions"] == [restated(t.claim.text)] for t in trajs]
+    assert 6 <= sum(asked) <= 18  # about half of 24
+    for t, r in zip(trajs, asked):
+        if not r:
+            assert t.meta["questions"] == [t.claim.meta["questions"][0]["question"]]
+        gold = t.claim.meta["questions"][0]["answers"][0]
+        if gold["source_url"] and gold["source_url"] in t.meta["qa"][0]["retrieved"]:
+            assert t.meta["qa"][0]["answer"] == gold["answer"]
+    unstated = [t for t in trajs if t.claim.label is Label.NEI]
+    assert unstated and all("No answer gives it, so the claim is refuted." in t.turns[-1].text
+                            and t.verdict.label is Label.REFUTE for t in unstated)
+    # the same seed draws the same claims
+    _, again = _teach(tmp_path, "again", teacher_noise=0.0, teacher_reasoning="compare",
+                      teacher_confusion="NEI->REFUTE:1.0", teacher_errors="verdict", teacher_question_noise=0.5)
+    assert [t.meta["questions"] for t in again] == [t.meta["questions"] for t in trajs]
+
+
+def test_question_noise_is_profacts_and_a_share(tmp_path):
+    with pytest.raises(ValueError, match="teacher_question_noise must be a share"):
+        FactworldRecipe(**TINY, teacher_question_noise=1.5)
+    other = dict(TINY, preset="veri_r1_factworld_cpu")
+    with pytest.raises(ValueError, match="teacher_question_noise is ProFact's"):
+        run_recipe(FactworldRecipe(**other, teacher_question_noise=0.5), tmp_path / "v", stages=("worlds",))
+    assert not (tmp_path / "v" / "world").exists()

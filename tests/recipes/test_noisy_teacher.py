@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 
 from factrl.labels import Label
-from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion
+from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion, seeded_share
 from factrl.types import Claim
 
 
@@ -116,3 +116,14 @@ def test_the_recipe_teaches_verdict_errors_over_a_right_reading_and_checks_the_s
     with pytest.raises(ValueError, match="teacher_errors must be one of"):
         run_recipe(FactworldRecipe(**tiny, teacher_errors="label"), tmp_path / "bad", stages=("worlds",))
     assert not (tmp_path / "bad" / "recipe.json").exists()
+
+
+def test_a_seeded_share_draws_each_claim_on_its_own():
+    claims = _claims(1000, "SUPPORT")
+    drawn = seeded_share(claims, 0.6, 0, "question")
+    assert 550 <= len(drawn) <= 650
+    assert seeded_share(claims[:10], 0.6, 0, "question") == drawn & {c.id for c in claims[:10]}
+    assert seeded_share(claims, 0.6, 1, "question") != drawn and seeded_share(claims, 0.6, 0, "other") != drawn
+    assert seeded_share(claims, 0.0, 0, "question") == set() and len(seeded_share(claims, 1.0, 0, "q")) == 1000
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        seeded_share(claims, 1.2, 0, "question")

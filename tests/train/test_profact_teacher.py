@@ -155,10 +155,9 @@ def test_the_veri_r1_teacher_takes_the_setting_from_the_environment_spec():
     assert make_teacher("veri_r1", [claim], {}).online  # the environment's own default
 
 
-def test_an_answers_source_sentence_counts_as_its_gold_unit_in_a_searched_corpus():
-    """In a generated world the store is the corpus itself: an answer's ``source_url``
-    names the sentence that states it, and the teacher answers once that sentence is shown
-    (and only then)."""
+def _skakbruv():
+    """A one-hop REFUTE claim of a generated world, the sentence stating its gold answer
+    and a look-alike's sentence that does not."""
     q = {"question": "How long is Skakbruv?",
          "answers": [{"answer": "879 kilometres", "answer_type": "Extractive", "source_url": "skakbruv_sentence_1"}]}
     claim = Claim(id="fw-1", text="Skakbruv is 568 kilometres long.", label="Refuted", dataset="factworld",
@@ -167,9 +166,66 @@ def test_an_answers_source_sentence_counts_as_its_gold_unit_in_a_searched_corpus
                      sentence_ids=["skakbruv_sentence_1"], sentences=["Skakbruv is 879 kilometres long."])
     other = Passage(id="skekbruv", doc_id="skekbruv", text="How long is Skekbruv? Skekbruv is a river.",
                     sentence_ids=["skekbruv_sentence_0"], sentences=["How long is Skekbruv? Skekbruv is a river."])
+    return claim, stated, other
+
+
+def _one_search_episode(claim, shown, teacher):
     spec = EnvSpec(name="profact", params={"max_questions": 1, "top_k": 1})
+    return run_episodes(lambda: build(spec, EnvDeps(retriever=WordOverlapRetriever([shown]))), [claim], teacher)
+
+
+def test_an_answers_source_sentence_counts_as_its_gold_unit_in_a_searched_corpus():
+    """In a generated world the store is the corpus itself: an answer's ``source_url``
+    names the sentence that states it, and the teacher answers once that sentence is shown
+    (and only then)."""
+    claim, stated, other = _skakbruv()
     for shown, answer in ((stated, "879 kilometres"), (other, NOT_ANSWERED)):
-        (traj,) = run_episodes(lambda p=shown: build(spec, EnvDeps(retriever=WordOverlapRetriever([p]))), [claim],
-                               ProFactTeacher([claim], max_questions=1))
+        (traj,) = _one_search_episode(claim, shown, ProFactTeacher([claim], max_questions=1))
         assert traj.verdict.format_ok and traj.verdict.label == Label.REFUTE
         assert [qa["answer"] for qa in traj.meta["qa"]] == [answer]
+
+
+def test_a_restated_claim_is_asked_in_place_of_the_gold_question_and_answered_from_its_gold():
+    """``restate``: the question stage's planted error. The claim comes back as a yes-or-no
+    question, far from the gold one in METEOR, and is still answered from the first gold
+    question's answer once its sentence was shown (and only then)."""
+    from factrl.teachers.profact import restated
+
+    assert restated("The length of Skakbruv is 879 kilometres.") == "Is it true that the length of Skakbruv is 879 kilometres?"
+    assert restated("Skakbruv is 568 kilometres long.") == "Is it true that Skakbruv is 568 kilometres long?"
+    claim, stated, other = _skakbruv()
+    for shown, answer in ((stated, "879 kilometres"), (other, NOT_ANSWERED)):
+        (traj,) = _one_search_episode(claim, shown, ProFactTeacher([claim], max_questions=1, restate={"fw-1"}))
+        assert traj.meta["questions"] == [restated(claim.text)] and traj.searches == traj.meta["questions"]
+        assert [qa["answer"] for qa in traj.meta["qa"]] == [answer]
+        parts = ProFactReward()(traj).components
+        assert parts["label"] == 1.0 and parts["question"] < 0.6  # the reward sees the worse question
+    (plain,) = _one_search_episode(claim, stated, ProFactTeacher([claim], max_questions=1))
+    assert plain.meta["questions"] == ["How long is Skakbruv?"]
+    assert ProFactReward()(plain).components["question"] > 0.95
+
+
+def test_a_verdict_slip_on_an_unstated_claim_keeps_the_reading_nothing_answers_it():
+    """With ``read_labels`` (the gold) beside a wrong label, an unstated claim's record
+    still reads "No answer gives it" and only the conclusion slips; a stated claim whose
+    answer was not shown still concludes Not Enough Evidence, slip or not."""
+    unstated = Claim(id="n", text="Kuldath lies in Vrethuk.", label="Refuted", dataset="factworld",
+                     meta={"claimed_value": "Vrethuk", "questions": [
+                         {"question": "In which country is Kuldath?",
+                          "answers": [{"answer": "No answer could be found.", "answer_type": "Unanswerable",
+                                       "source_url": ""}]}]})
+    missed = Claim(id="s", text="Skakbruv is 879 kilometres long.", label="Refuted", dataset="factworld",
+                   meta={"claimed_value": "879", "questions": [
+                       {"question": "How long is Skakbruv?",
+                        "answers": [{"answer": "879 kilometres", "answer_type": "Extractive",
+                                     "source_url": "skakbruv_sentence_1"}]}]})
+    teacher = ProFactTeacher([unstated, missed], max_questions=1, reasoning="compare",
+                             read_labels={"n": Label.NEI, "s": Label.SUPPORT})
+    trajs = episodes([unstated, missed], teacher, max_questions=1)  # the store holds neither's sentence
+    final = {t.claim_id: t.turns[-1].text for t in trajs}
+    assert final["n"] == ("<justification>The claim says Vrethuk. No answer gives it, so the claim is refuted."
+                          "</justification>\n<verdict>Refuted</verdict>")
+    assert "No answer gives it, so there is not enough evidence." in final["s"]
+    honest = ProFactTeacher([unstated.model_copy(update={"label": Label.NEI})], max_questions=1, reasoning="compare")
+    (t,) = episodes([unstated.model_copy(update={"label": Label.NEI})], honest, max_questions=1)
+    assert t.verdict.label is Label.NEI

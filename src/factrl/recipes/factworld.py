@@ -70,6 +70,9 @@ class FactworldRecipe:
     # Where wrong verdicts go wrong (recipes.noisy_teacher): "consistent" (the reasoning
     # agrees with the wrong label) or "verdict" (it reads right; only the conclusion is wrong).
     teacher_errors: str = "consistent"
+    # ProFact's teacher asks a seeded share of its claims as the claim restated ("Is it true
+    # that ...?") instead of the gold question: a question stage the process reward can fix.
+    teacher_question_noise: float = 0.0
     # HARIS's teacher after a hop the search missed: "refute" (nothing supports the claim)
     # or "label" (the label anyway: a guess; runs before this setting existed).
     teacher_missed_hop: str = "refute"
@@ -116,6 +119,9 @@ class FactworldRecipe:
         check_settings(self, "recipe setting")
         if not 0.0 <= self.val_utility_drop <= 1.0:
             raise ValueError(f"recipe setting val_utility_drop must be a share in [0, 1], got {self.val_utility_drop}")
+        if not 0.0 <= self.teacher_question_noise <= 1.0:
+            raise ValueError("recipe setting teacher_question_noise must be a share in [0, 1], "
+                             f"got {self.teacher_question_noise}")
 
 
 # -- stages -----------------------------------------------------------------------------
@@ -126,6 +132,9 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
 
     if r.train_short and not _is_rar(r):
         raise ValueError("recipe setting train_short is Binary RAR's (its short-form questions); "
+                         f"the preset {r.preset} trains another agent")
+    if r.teacher_question_noise > 0 and _env_name(r) != "profact":
+        raise ValueError("recipe setting teacher_question_noise is ProFact's (its question stage); "
                          f"the preset {r.preset} trains another agent")
     for name, seed, claims in worlds_of(r):
         d = out / name
@@ -181,7 +190,7 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
     """The preset agent's rule-based teacher, wrong on purpose for ``teacher_noise`` (and
     ``teacher_confusion``) of the claims: Veri-R1's templated one (``teacher_reasoning``),
     or the agent's registered teacher (:mod:`factrl.teachers`) given the noisy labels."""
-    from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion
+    from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion, seeded_share
     from factrl.teachers import make_teacher
 
     if cfg.env.name == "rar":  # wrong statements, not wrong labels: the noise swaps stated values
@@ -206,6 +215,8 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
         params["reasoning"] = "compare"
     if r.teacher_errors == "verdict":
         params["read_labels"] = {c.id: c.label for c in claims}
+    if r.teacher_question_noise > 0:
+        params["restate"] = seeded_share(claims, r.teacher_question_noise, r.teacher_seed, "question")
     return make_teacher(cfg.env.name, noisy, params)
 
 

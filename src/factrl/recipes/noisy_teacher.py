@@ -32,7 +32,7 @@ from factrl.labels import Label, UnknownLabelError, normalise_label
 from factrl.teachers import TemplateTeacher
 from factrl.types import Claim
 
-__all__ = ["ERRORS", "NoisyTeacher", "noisy_label", "parse_confusion"]
+__all__ = ["ERRORS", "NoisyTeacher", "noisy_label", "parse_confusion", "seeded_share"]
 
 ERRORS = ("consistent", "verdict")
 
@@ -42,6 +42,14 @@ _LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 def _unit(seed: int, key: str) -> float:
     digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") / 2**64
+
+
+def seeded_share(claims: Sequence[Claim], share: float, seed: int, what: str) -> set[str]:
+    """The ids of a seeded ``share`` of ``claims`` drawn for the error ``what`` (each
+    claim drawn on its own, so a claim's draw does not depend on the others)."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"{what} share must be in [0, 1], got {share}")
+    return {c.id for c in claims if _unit(seed, f"{what}:{c.id}") < share}
 
 
 Confusion = dict[Label, tuple[Label, float]]

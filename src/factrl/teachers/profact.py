@@ -21,7 +21,15 @@ Stage by stage, through the real environment like any LM:
   refuted.`` — and a record whose last question went unanswered concludes Not Enough
   Evidence. ``read_labels`` (claim id → label) gives the label the justification reads
   when the verdict's label is another (a teacher wrong only at the conclusion,
-  ``recipes.noisy_teacher``).
+  ``recipes.noisy_teacher``); for a claim the world leaves unstated (gold Not Enough
+  Evidence) the slip follows ``No answer gives it``: ``No answer gives it, so the claim
+  is refuted.``
+
+``restate`` (claim ids) plants an error in the question stage: for those claims the
+teacher asks one question, the claim restated as a yes-or-no question (``Is it true that
+Kruskun is a city in Pusskov?``), far from the gold question in METEOR, and answers it
+from the first gold question's answer when its evidence was shown — a warm-up whose
+questions ProFact's process reward can correct.
 
 Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
 preset's 96-token turns. Which claim, stage and question a row belongs to comes from the
@@ -34,7 +42,7 @@ the teacher's own search call (the ids retrieved).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from factrl.datasets.averitec import answer_text, qa_evidence_id
@@ -44,7 +52,7 @@ from factrl.lm.scripted import ScriptedLM
 from factrl.teachers.base import TEACHERS
 from factrl.types import Claim
 
-__all__ = ["ProFactTeacher", "NOT_ANSWERED", "REASONING"]
+__all__ = ["ProFactTeacher", "NOT_ANSWERED", "REASONING", "restated"]
 
 NOT_ANSWERED = "The evidence does not answer this question."
 REASONING = ("none", "compare")
@@ -53,10 +61,20 @@ _RECORD_ANSWER = re.compile(r"^A(\d+): (.*)$", re.M)
 _CONCLUSION = {Label.SUPPORT: "so the claim is supported", Label.REFUTE: "so the claim is refuted",
                Label.NEI: "so there is not enough evidence", Label.CONFLICTING: "so the evidence conflicts"}
 _SEEN = {Label.SUPPORT: "Same", Label.REFUTE: "Different"}
+_LOWER_FIRST = frozenset({"The", "A", "An", "By", "In", "On", "At", "Of", "As", "People"})
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def restated(claim_text: str) -> str:
+    """The claim as a yes-or-no question: ``Is it true that <claim>?``."""
+    text = _one_line(claim_text).rstrip(" .!?")
+    first, _, rest = text.partition(" ")
+    if first in _LOWER_FIRST:
+        text = f"{first.lower()} {rest}".rstrip()
+    return f"Is it true that {text}?"
 
 
 def _cut(text: str, max_chars: int) -> str:
@@ -72,7 +90,8 @@ class ProFactTeacher(ScriptedLM):
     name = "profact-teacher"
 
     def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, max_answer_chars: int = 300,
-                 reasoning: str = "none", read_labels: Mapping[str, Label | None] | None = None) -> None:
+                 reasoning: str = "none", read_labels: Mapping[str, Label | None] | None = None,
+                 restate: Collection[str] = ()) -> None:
         if reasoning not in REASONING:
             raise ValueError(f"reasoning must be one of {', '.join(REASONING)}, got {reasoning!r}")
         super().__init__(lambda context: self.respond_row(context, {}))
@@ -81,6 +100,7 @@ class ProFactTeacher(ScriptedLM):
         self.max_answer_chars = max_answer_chars
         self.reasoning = reasoning
         self.read_labels = dict(read_labels or {})
+        self.restate = frozenset(restate)
 
     def gold(self, claim: Claim) -> list[tuple[str, str, frozenset[str]]]:
         """``(question, answer, evidence ids)`` of the claim's first ``max_questions``
@@ -107,12 +127,16 @@ class ProFactTeacher(ScriptedLM):
         if claim is None or claim.label is None:
             return "<verdict>Not Enough Evidence</verdict>"
         gold = self.gold(claim)
-        asked = [q for q, _, _ in gold] or [_one_line(claim.text)]  # the questions this teacher writes
+        if claim.id in self.restate:
+            asked = [restated(claim.text)]
+        else:
+            asked = [q for q, _, _ in gold] or [_one_line(claim.text)]  # the questions this teacher writes
         if meta.get("role") == "search":
             index = int(meta.get("context", 0)) - 1  # the i-th search context answers question i
             if not 0 <= index < len(asked):
                 return f"<answer>{NOT_ANSWERED}</answer>"
-            return self._search_turn(context, asked[index], gold, int(meta.get("context_turn", 0)))
+            item = gold[index] if index < len(gold) else None
+            return self._search_turn(context, asked[index], item, int(meta.get("context_turn", 0)))
         if int(meta.get("context_turn", 0)) == 0:
             return "<questions>\n" + "\n".join(f"{n}. {q}" for n, q in enumerate(asked, 1)) + "\n</questions>"
         if self.reasoning == "compare" and (claim.meta or {}).get("claimed_value") not in (None, ""):
@@ -125,26 +149,29 @@ class ProFactTeacher(ScriptedLM):
         record = context.rpartition("Stage 3:")[2]
         answers = _RECORD_ANSWER.findall(record)
         said = f"The claim says {claim.meta['claimed_value']}."
+        read = self.read_labels.get(claim.id) or claim.label
         if not answers or answers[-1][1].strip() == NOT_ANSWERED:
-            reason, label = f"{said} No answer gives it, {_CONCLUSION[Label.NEI]}.", Label.NEI
+            # the reading of an unstated claim; a verdict slip on one keeps that reading
+            label = claim.label if read is Label.NEI else Label.NEI
+            reason = f"{said} No answer gives it, {_CONCLUSION[label]}."  # type: ignore[index]
         else:
             n, answer = answers[-1]
-            read = self.read_labels.get(claim.id) or claim.label
             label = claim.label
             seen = _SEEN.get(read, "It does not settle it")  # type: ignore[arg-type]
             reason = f"{said} A{n} says {answer.strip()}. {seen}, {_CONCLUSION[label]}."
         return f"<justification>{reason}</justification>\n<verdict>{AVERITEC_LABELS[label]}</verdict>"
 
-    def _search_turn(self, context: str, question: str, gold: list[tuple[str, str, frozenset[str]]],
+    def _search_turn(self, context: str, question: str, item: tuple[str, str, frozenset[str]] | None,
                      turn: int) -> str:
+        """Search ``question``, then answer from ``item``'s gold (the gold question the
+        asked one stands for) when its evidence was shown."""
         call = f"<search>{question}</search>"
         if turn == 0:
             return call
         # what the environment showed after this teacher's own search call
         shown = set(_SHOWN.findall(context.rpartition(call)[2]))
-        for q, answer, ev_ids in gold:
-            if q == question and answer and ev_ids & shown:
-                return f"<answer>{_cut(answer, self.max_answer_chars)}</answer>"
+        if item is not None and item[1] and item[2] & shown:
+            return f"<answer>{_cut(item[1], self.max_answer_chars)}</answer>"
         return f"<answer>{NOT_ANSWERED}</answer>"
 
 
@@ -152,4 +179,5 @@ class ProFactTeacher(ScriptedLM):
 def _profact_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> ProFactTeacher:
     """Sized to the environment's parameters (``max_questions``, default 5)."""
     return ProFactTeacher(claims, max_questions=int(params.get("max_questions", 5)),
-                          reasoning=str(params.get("reasoning", "none")), read_labels=params.get("read_labels"))
+                          reasoning=str(params.get("reasoning", "none")), read_labels=params.get("read_labels"),
+                          restate=params.get("restate") or ())
