@@ -145,7 +145,8 @@ class ProFactTeacher(ScriptedLM):
 
     def _compared(self, context: str, claim: Claim) -> str:
         """The verdict after a justification that sets the claimed value beside the
-        record's last answer; nothing read concludes Not Enough Evidence."""
+        record's last answer; nothing read concludes Not Enough Evidence (or, for an
+        unstated claim, the slipped label ``read_labels`` plants)."""
         record = context.rpartition("Stage 3:")[2]
         answers = _RECORD_ANSWER.findall(record)
         said = f"The claim says {claim.meta['claimed_value']}."
@@ -153,7 +154,7 @@ class ProFactTeacher(ScriptedLM):
         if not answers or answers[-1][1].strip() == NOT_ANSWERED:
             # the reading of an unstated claim; a verdict slip on one keeps that reading
             label = claim.label if read is Label.NEI else Label.NEI
-            reason = f"{said} No answer gives it, {_CONCLUSION[label]}."  # type: ignore[index]
+            reason = f"{said} No answer gives it, {_CONCLUSION[label]}."
         else:
             n, answer = answers[-1]
             label = claim.label
