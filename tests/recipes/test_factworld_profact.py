@@ -103,6 +103,27 @@ def test_planted_question_and_unstated_verdict_errors_each_hit_their_seeded_shar
     assert [t.meta["questions"] for t in again] == [t.meta["questions"] for t in trajs]
 
 
+def test_the_subject_form_plants_the_subject_question_and_a_slip_after_same(tmp_path):
+    """``teacher_question_form=subject``: the seeded share is asked about the claim's
+    subject alone; ``SUPPORT->REFUTE`` over a right reading reads "Same" and concludes
+    Refuted."""
+    from factrl.teachers.profact import about_subject
+
+    _, trajs = _teach(tmp_path, "subject", teacher_noise=0.0, teacher_reasoning="compare",
+                      teacher_confusion="SUPPORT->REFUTE:1.0", teacher_errors="verdict",
+                      teacher_question_noise=0.5, teacher_question_form="subject")
+    asked = [t.meta["questions"] == [about_subject(t.claim)] for t in trajs]
+    assert 6 <= sum(asked) <= 18
+    supported = [t for t in trajs if t.claim.label is Label.SUPPORT
+                 and t.meta["qa"][0]["answer"] != "The evidence does not answer this question."]
+    assert supported and all("Same, so the claim is refuted." in t.turns[-1].text
+                             and t.verdict.label is Label.REFUTE for t in supported)
+    with pytest.raises(ValueError, match="teacher_question_form must be one of restated, subject"):
+        FactworldRecipe(**TINY, teacher_question_noise=0.5, teacher_question_form="vague")
+    with pytest.raises(ValueError, match="teacher_question_form is the form of the planted questions"):
+        FactworldRecipe(**TINY, teacher_question_form="subject")
+
+
 def test_question_noise_is_profacts_and_a_share(tmp_path):
     with pytest.raises(ValueError, match="teacher_question_noise must be a share"):
         FactworldRecipe(**TINY, teacher_question_noise=1.5)

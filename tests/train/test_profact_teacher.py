@@ -205,6 +205,29 @@ def test_a_restated_claim_is_asked_in_place_of_the_gold_question_and_answered_fr
     assert ProFactReward()(plain).components["question"] > 0.95
 
 
+def test_the_subject_question_names_only_the_subject_and_is_answered_from_the_gold():
+    """``question_form="subject"``: the planted question asks about the claim's subject
+    alone (no attribute, no claimed value), is searched as asked, and is answered from the
+    gold answer once its sentence was shown (and only then); a claim without a chain, or
+    an unknown form, is refused by name."""
+    from factrl.teachers.profact import about_subject
+
+    claim, stated, other = _skakbruv()
+    claim = claim.model_copy(update={"meta": claim.meta | {"chain": [{"entity": "skakbruv", "name": "Skakbruv"}]}})
+    assert about_subject(claim) == "What is known about Skakbruv?"
+    for shown, answer in ((stated, "879 kilometres"), (other, NOT_ANSWERED)):
+        teacher = ProFactTeacher([claim], max_questions=1, restate={"fw-1"}, question_form="subject")
+        (traj,) = _one_search_episode(claim, shown, teacher)
+        assert traj.meta["questions"] == ["What is known about Skakbruv?"] and traj.searches == traj.meta["questions"]
+        assert [qa["answer"] for qa in traj.meta["qa"]] == [answer]
+        assert ProFactReward()(traj).components["question"] < 0.6
+    bare, _, _ = _skakbruv()
+    with pytest.raises(ValueError, match="fw-1: the subject question needs a claim whose meta names its chain"):
+        about_subject(bare)
+    with pytest.raises(ValueError, match="question_form must be one of restated, subject"):
+        ProFactTeacher([claim], restate={"fw-1"}, question_form="vague")
+
+
 def test_a_verdict_slip_on_an_unstated_claim_keeps_the_reading_nothing_answers_it():
     """With ``read_labels`` (the gold) beside a wrong label, an unstated claim's record
     still reads "No answer gives it" and only the conclusion slips; a stated claim whose

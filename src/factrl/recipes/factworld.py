@@ -73,6 +73,9 @@ class FactworldRecipe:
     # ProFact's teacher asks a seeded share of its claims as the claim restated ("Is it true
     # that ...?") instead of the gold question: a question stage the process reward can fix.
     teacher_question_noise: float = 0.0
+    # ... and in which form (teachers.profact.QUESTION_FORMS): "restated" (the claim, its
+    # value included) or "subject" ("What is known about X?": neither attribute nor value).
+    teacher_question_form: str = "restated"
     # HARIS's teacher after a hop the search missed: "refute" (nothing supports the claim)
     # or "label" (the label anyway: a guess; runs before this setting existed).
     teacher_missed_hop: str = "refute"
@@ -122,6 +125,14 @@ class FactworldRecipe:
         if not 0.0 <= self.teacher_question_noise <= 1.0:
             raise ValueError("recipe setting teacher_question_noise must be a share in [0, 1], "
                              f"got {self.teacher_question_noise}")
+        from factrl.teachers.profact import QUESTION_FORMS
+
+        if self.teacher_question_form not in QUESTION_FORMS:
+            raise ValueError(f"recipe setting teacher_question_form must be one of {', '.join(QUESTION_FORMS)}, "
+                             f"got {self.teacher_question_form!r}")
+        if self.teacher_question_form != "restated" and self.teacher_question_noise == 0:
+            raise ValueError("recipe setting teacher_question_form is the form of the planted questions; "
+                             "it needs a share of them (teacher_question_noise > 0)")
 
 
 # -- stages -----------------------------------------------------------------------------
@@ -217,6 +228,7 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
         params["read_labels"] = {c.id: c.label for c in claims}
     if r.teacher_question_noise > 0:
         params["restate"] = seeded_share(claims, r.teacher_question_noise, r.teacher_seed, "question")
+        params["question_form"] = r.teacher_question_form
     return make_teacher(cfg.env.name, noisy, params)
 
 

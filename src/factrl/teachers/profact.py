@@ -29,7 +29,10 @@ Stage by stage, through the real environment like any LM:
 teacher asks one question, the claim restated as a yes-or-no question (``Is it true that
 Kruskun is a city in Pusskov?``), far from the gold question in METEOR, and answers it
 from the first gold question's answer when its evidence was shown — a warm-up whose
-questions ProFact's process reward can correct.
+questions ProFact's process reward can correct. ``question_form="subject"`` asks instead
+about the claim's subject alone (``What is known about Kruskun?``): it names neither the
+attribute nor the claimed value (the restated question carries the value into the search
+and the answer), so the answer stage must take the attribute from the claim.
 
 Answers are cut at a word boundary to ``max_answer_chars`` so each turn fits the CPU
 preset's 96-token turns. Which claim, stage and question a row belongs to comes from the
@@ -52,10 +55,11 @@ from factrl.lm.scripted import ScriptedLM
 from factrl.teachers.base import TEACHERS
 from factrl.types import Claim
 
-__all__ = ["ProFactTeacher", "NOT_ANSWERED", "REASONING", "restated"]
+__all__ = ["ProFactTeacher", "NOT_ANSWERED", "QUESTION_FORMS", "REASONING", "about_subject", "restated"]
 
 NOT_ANSWERED = "The evidence does not answer this question."
 REASONING = ("none", "compare")
+QUESTION_FORMS = ("restated", "subject")  # the planted question of a ``restate`` claim
 _SHOWN = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _RECORD_ANSWER = re.compile(r"^A(\d+): (.*)$", re.M)
 _CONCLUSION = {Label.SUPPORT: "so the claim is supported", Label.REFUTE: "so the claim is refuted",
@@ -77,6 +81,17 @@ def restated(claim_text: str) -> str:
     return f"Is it true that {text}?"
 
 
+def about_subject(claim: Claim) -> str:
+    """``What is known about <subject>?``: the claim's subject (the first entity of a
+    generated world's claim chain) and nothing else."""
+    chain = (claim.meta or {}).get("chain") or []
+    name = chain[0].get("name") if chain and isinstance(chain[0], dict) else None
+    if not name:
+        raise ValueError(f"claim {claim.id}: the subject question needs a claim whose meta names its chain "
+                         "(a generated world's claim); ask the restated question instead")
+    return f"What is known about {_one_line(name)}?"
+
+
 def _cut(text: str, max_chars: int) -> str:
     if len(text) <= max_chars:
         return text
@@ -91,9 +106,11 @@ class ProFactTeacher(ScriptedLM):
 
     def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, max_answer_chars: int = 300,
                  reasoning: str = "none", read_labels: Mapping[str, Label | None] | None = None,
-                 restate: Collection[str] = ()) -> None:
+                 restate: Collection[str] = (), question_form: str = "restated") -> None:
         if reasoning not in REASONING:
             raise ValueError(f"reasoning must be one of {', '.join(REASONING)}, got {reasoning!r}")
+        if question_form not in QUESTION_FORMS:
+            raise ValueError(f"question_form must be one of {', '.join(QUESTION_FORMS)}, got {question_form!r}")
         super().__init__(lambda context: self.respond_row(context, {}))
         self.by_id = {c.id: c for c in claims}
         self.max_questions = max_questions
@@ -101,6 +118,7 @@ class ProFactTeacher(ScriptedLM):
         self.reasoning = reasoning
         self.read_labels = dict(read_labels or {})
         self.restate = frozenset(restate)
+        self.question_form = question_form
 
     def gold(self, claim: Claim) -> list[tuple[str, str, frozenset[str]]]:
         """``(question, answer, evidence ids)`` of the claim's first ``max_questions``
@@ -128,7 +146,7 @@ class ProFactTeacher(ScriptedLM):
             return "<verdict>Not Enough Evidence</verdict>"
         gold = self.gold(claim)
         if claim.id in self.restate:
-            asked = [restated(claim.text)]
+            asked = [restated(claim.text) if self.question_form == "restated" else about_subject(claim)]
         else:
             asked = [q for q, _, _ in gold] or [_one_line(claim.text)]  # the questions this teacher writes
         if meta.get("role") == "search":
@@ -181,4 +199,5 @@ def _profact_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> ProFact
     """Sized to the environment's parameters (``max_questions``, default 5)."""
     return ProFactTeacher(claims, max_questions=int(params.get("max_questions", 5)),
                           reasoning=str(params.get("reasoning", "none")), read_labels=params.get("read_labels"),
-                          restate=params.get("restate") or ())
+                          restate=params.get("restate") or (),
+                          question_form=str(params.get("question_form", "restated")))
