@@ -34,7 +34,24 @@ def test_the_recipe_trains_and_evaluates_on_the_worlds_prompts(tmp_path):
     assert all(c.id.startswith("fw202-rar-") for c in held)  # the held-out world's own prompts
 
 
-def test_the_clean_teacher_restates_the_notes_and_the_noisy_one_contradicts_them(tmp_path):
+def test_the_cross_encoder_reward_replaces_the_exact_one_in_grpo_only(tmp_path):
+    """``--from binary_rar_verifier``: GRPO's reward is ``rar`` with ``factrl-verifier``
+    (no world handed to it), while the held-out figures stay the exact verifier's."""
+    from factrl.recipes.factworld_eval import exact_reward
+    from factrl.recipes.named import read_recipe_source
+
+    fields, overrides = read_recipe_source("binary_rar_verifier")
+    assert (fields["preset"], fields["train_short"], overrides["reward.verifier"]) == (
+        "binary_rar_factworld_cpu", True, "factrl-verifier")
+    r = FactworldRecipe(**{**fields, **TINY, "train_short": False}, grpo_overrides=overrides)
+    run_recipe(r, tmp_path, stages=("worlds",))
+    cfg = _grpo_config(r, tmp_path, "none")
+    assert (cfg.reward.name, cfg.reward.verifier) == ("rar", "factrl-verifier")
+    assert cfg.reward.params == {"k": 3, "chunk_tokens": 128, "min_documents": 1, "nonstop_penalty": False}
+    assert exact_reward(r, tmp_path / "heldout").name == "rar_factworld"
+
+
+
     out, clean = _teach(tmp_path, "clean", teacher_noise=0.0)
     assert len(clean) == 24 and all(t.verdict.format_ok and not t.error for t in clean)
     assert "Notes:" in clean[0].prompt[0].content and clean[0].claim.meta["entity"] in clean[0].prompt[0].content

@@ -48,7 +48,9 @@ def test_every_named_recipe_makes_a_valid_recipe_on_its_preset():
     for name in list_named():
         fields, overrides = read_recipe_source(name)
         recipe = FactworldRecipe(grpo_overrides=overrides, **fields)
-        assert recipe.teacher_errors == "verdict" and recipe.sft_max_minutes is None
+        assert recipe.sft_max_minutes is None
+        if recipe.preset != "binary_rar_factworld_cpu":  # the claim recipes plant a verdict error
+            assert recipe.teacher_errors == "verdict"
         cfg = load_run_config(recipe.preset, overrides)  # every override is a key of the preset
         assert cfg.model.lora_layers == 10
 
@@ -71,7 +73,7 @@ def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_p
 
 
 def test_bad_recipe_sources_fail_by_name(tmp_path):
-    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: haris_verdict"):
+    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_verdict"):
         read_recipe_source("nope")
     bad = tmp_path / "bad.toml"
     bad.write_text('[recipe]\nteacher_nois = 0.1\n')

@@ -3,8 +3,9 @@
 rate or budget skips the ten minutes those stages take, and cannot differ from its source
 in anything they made.
 
-A fork may change only what comes after the warm-up: GRPO and rollout settings
-(``grpo_overrides`` keys ``grpo.*`` and ``rollout.*``), the checkpoints, the controls and
+A fork may change only what comes after the warm-up: GRPO, rollout and reward settings
+(``grpo_overrides`` keys ``grpo.*``, ``rollout.*`` and ``reward.*``: the teacher and the
+warm-up never read the GRPO reward), the checkpoints, the controls and
 what :data:`~factrl.recipes.settings.RESUMABLE` lists. Any other difference (the worlds,
 the teacher, the warm-up's SFT, the environment, the model) is refused by name before
 anything is copied. The copied stages are real copies, not links, so the fork's resumes
@@ -27,7 +28,7 @@ __all__ = ["COPIED", "FORKABLE", "fork_differences", "fork_run"]
 COPIED = ("world", "heldout", "validation", "teach", "warmup")
 # Recipe settings a fork may change besides RESUMABLE (and grpo/rollout overrides).
 FORKABLE = ("checkpoints",)
-FORKABLE_OVERRIDE_PREFIXES = ("grpo.", "rollout.")
+FORKABLE_OVERRIDE_PREFIXES = ("grpo.", "rollout.", "reward.")
 
 
 def _before_warmup(overrides: dict[str, Any]) -> dict[str, Any]:
