@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["env_factory", "env_name", "grpo_config", "is_rar", "reward_name", "say"]
+__all__ = ["env_factory", "env_name", "grpo_config", "is_rar", "say"]
 
 
 def say(msg: str) -> None:
@@ -20,16 +20,6 @@ def env_name(r: Any) -> str:
     from factrl.train.config import load_run_config
 
     return str(load_run_config(r.preset, dict(r.grpo_overrides)).env.name)
-
-
-def reward_name(r: Any) -> str:
-    """The GRPO reward of the recipe's preset with its overrides: Binary RAR's exact world
-    verifier (``rar_factworld``), or another (``rar`` with ``reward.verifier``, e.g. the
-    cross-encoder ``factrl-verifier`` reading the prompt's notes). The held-out and
-    validation figures are the exact verifier's either way."""
-    from factrl.train.config import load_run_config
-
-    return str(load_run_config(r.preset, dict(r.grpo_overrides)).reward.name)
 
 
 def is_rar(r: Any) -> bool:
@@ -47,8 +37,6 @@ def grpo_config(r: Any, out: Path, control: str) -> Any:
     prompts = MIXED_DIR if getattr(r, "train_short", False) else "rar"
     data = ({"data.dataset": "rar_prompts", "data.data_dir": str(out / "world" / prompts)} if is_rar(r) else
             {"data.dataset": "factworld", "data.data_dir": str(out / "world")})
-    if is_rar(r) and reward_name(r) == "rar_factworld":
-        data["reward.params.world"] = str(out / "world")  # the exact verifier checks the training world
     sets: dict[str, Any] = {
         **data, "env.index": str(out / "world" / "index"),
         "model.device": r.device, "model.dtype": r.dtype,
@@ -56,6 +44,10 @@ def grpo_config(r: Any, out: Path, control: str) -> Any:
         "model.id": str(out / "warmup" / "final"), "grpo.control": control,
     }
     cfg = load_run_config(r.preset, sets)
+    if cfg.reward.name == "rar_factworld":
+        # the exact verifier checks the training world; another reward (``rar`` with
+        # ``reward.verifier``) reads the prompts' notes. Held-out figures are exact either way.
+        cfg.reward.params = {**cfg.reward.params, "world": str(out / "world")}
     cfg.output_dir = str(out / f"grpo-{control}")
     steps = cfg.grpo.max_steps
     marks = sorted({max(1, round(steps * f)) for f in r.checkpoints})
