@@ -224,6 +224,8 @@ def test_the_subject_question_names_only_the_subject_and_is_answered_from_the_go
     bare, _, _ = _skakbruv()
     with pytest.raises(ValueError, match="fw-1: the subject question needs a claim whose meta names its chain"):
         about_subject(bare)
+    with pytest.raises(ValueError, match="fw-1: the subject question needs a claim whose meta names its chain"):
+        ProFactTeacher([bare], restate={"fw-1"}, question_form="subject")
     with pytest.raises(ValueError, match="question_form must be one of restated, subject"):
         ProFactTeacher([claim], restate={"fw-1"}, question_form="vague")
 

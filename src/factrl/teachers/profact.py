@@ -119,6 +119,9 @@ class ProFactTeacher(ScriptedLM):
         self.read_labels = dict(read_labels or {})
         self.restate = frozenset(restate)
         self.question_form = question_form
+        if question_form == "subject":  # a claim without a subject is refused here, not mid-episode
+            for cid in self.restate & self.by_id.keys():
+                about_subject(self.by_id[cid])
 
     def gold(self, claim: Claim) -> list[tuple[str, str, frozenset[str]]]:
         """``(question, answer, evidence ids)`` of the claim's first ``max_questions``
