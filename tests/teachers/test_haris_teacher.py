@@ -120,3 +120,26 @@ def test_read_labels_keep_the_comparison_right_under_a_wrong_verdict():
     assert slipped.endswith("\\boxed{Support} </verification>")
     consistent = make_teacher("haris", [claim], {}).respond_row(context, row)
     assert "Same, so the claim is supported." in consistent
+
+
+def test_claim_first_writes_the_claimed_value_in_the_first_thought_only():
+    claim = Claim(id="c1", text="The river of Korvath is the Velkor.", label=Label.SUPPORT,
+                  meta={"claimed_value": "Velkor", "questions": [
+                      {"question": "Which river flows through Korvath?",
+                       "answers": [{"answer": "Velkor", "source_url": "korvath_2"}]},
+                      {"question": "Into which sea does Velkor flow?",
+                       "answers": [{"answer": "Ostrel Sea", "source_url": "velkor_1"}]}]})
+    row = {"claim_id": "c1", "role": "policy", "context": 0}
+    plain = make_teacher("haris", [claim], {"max_questions": 3}).respond_row("prompt", row)
+    assert plain.startswith("<think>I need to find a bridging fact.</think>")
+    first = make_teacher("haris", [claim], {"max_questions": 3, "claim_first": True})
+    opening = first.respond_row("prompt", row)
+    assert opening.startswith("<think>The claim says Velkor. I need to find a bridging fact.</think>")
+    second = first.respond_row("prompt\n<result>\nVelkor. The river Velkor flows through Korvath.\n</result>\n", row)
+    assert second.startswith("<think>Next I need to find a bridging fact.</think>")
+    assert second.endswith("<question>Into which sea does Velkor flow?</question>")
+
+
+def test_claim_first_is_refused_for_a_teacher_other_than_haris(tmp_path):
+    with pytest.raises(ValueError, match="teacher_claim_first is a setting of HARIS"):
+        run_recipe(FactworldRecipe(**(TINY | {"preset": "veri_r1_factworld_cpu", "hops": "1"}), teacher_claim_first=True), tmp_path / "r", stages=("worlds", "teach"))

@@ -79,6 +79,9 @@ class FactworldRecipe:
     # HARIS's teacher after a hop the search missed: "refute" (nothing supports the claim)
     # or "label" (the label anyway: a guess; runs before this setting existed).
     teacher_missed_hop: str = "refute"
+    # HARIS's teacher writes the claimed value in its first thought too ("The claim says V."),
+    # so the final comparison repeats the student's own words (teachers.haris, claim_first).
+    teacher_claim_first: bool = False
     sft_learning_rate: float = 2e-4
     sft_epochs: float = 1.0
     sft_max_minutes: float | None = 12.0
@@ -204,6 +207,9 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
     from factrl.recipes.noisy_teacher import NoisyTeacher, noisy_label, parse_confusion, seeded_share
     from factrl.teachers import make_teacher
 
+    if r.teacher_claim_first and cfg.env.name != "haris":
+        raise ValueError(f"teacher_claim_first is a setting of HARIS's teacher; the {cfg.env.name} teacher has no "
+                         "first thought to write the claimed value in")
     if cfg.env.name == "rar":  # wrong statements, not wrong labels: the noise swaps stated values
         from factrl.teachers.rar import RarTeacher
 
@@ -221,7 +227,8 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
                          "teacher's wrong verdicts come with consistent reasoning")
     conf = parse_confusion(r.teacher_confusion)
     noisy = [c.model_copy(update={"label": noisy_label(c, r.teacher_noise, r.teacher_seed, conf)}) for c in claims]
-    params = dict(cfg.env.params) | ({"missed_hop": r.teacher_missed_hop} if cfg.env.name == "haris" else {})
+    params = dict(cfg.env.params) | ({"missed_hop": r.teacher_missed_hop, "claim_first": r.teacher_claim_first}
+                                       if cfg.env.name == "haris" else {})
     if cfg.env.name == "profact" and reads:
         params["reasoning"] = "compare"
     if r.teacher_errors == "verdict":

@@ -14,7 +14,12 @@ recipe's warm-up trains one model for both):
   value beside the value reported last — unless a hop went unanswered (the search missed
   its sentence): nothing then supports the claim, so a Support label is verified Refute
   (``missed_hop="refute"``, the default; ``"label"`` gives the label whatever the reports
-  said, a guess the student could not have justified). ``read_labels`` (claim id →
+  said, a guess the student could not have justified). ``claim_first`` also writes the
+  claimed value in the first turn's ``<think>`` ("The claim says V. I need to find …"):
+  the final comparison then repeats a phrase the student wrote itself, next to the claim,
+  instead of copying a value from a claim many turns back — a 135M student otherwise
+  writes the value it found as the claimed one and reads ``Same`` whatever the claim said.
+  ``read_labels`` (claim id →
   label) gives the label the comparison reads (``Same`` / ``Different``) when the verdict's
   label is another: a teacher wrong only at the conclusion (``recipes.noisy_teacher``);
 - **search agent**, in the i-th question's context: ``<search>`` with the question, then
@@ -59,8 +64,9 @@ class HarisTeacher(ScriptedLM):
     name = "haris-teacher"
 
     def __init__(self, claims: Sequence[Claim], *, max_questions: int = 5, missed_hop: str = "refute",
-                 read_labels: Mapping[str, Label | None] | None = None) -> None:
+                 read_labels: Mapping[str, Label | None] | None = None, claim_first: bool = False) -> None:
         self.read_labels = dict(read_labels or {})
+        self.claim_first = bool(claim_first)
         if missed_hop not in MISSED_HOP:
             raise ValueError(f"missed_hop must be one of {', '.join(MISSED_HOP)}, got {missed_hop!r}")
         super().__init__(lambda context: self.respond_row(context, {}))
@@ -98,6 +104,9 @@ class HarisTeacher(ScriptedLM):
         answered = all(self._answers(r, hops[i]) for i, r in enumerate(reports) if i < len(hops))
         if asked < len(hops) and answered:
             why = "I need to find" if asked == 0 else "Next I need to find"
+            claimed = _one_line(str(claim.meta.get("claimed_value") or ""))
+            if asked == 0 and self.claim_first and claimed:
+                why = f"The claim says {claimed}. {why}"
             return f"<think>{why} a bridging fact.</think>\n<question>{hops[asked][0]}</question>"
         return self._verification(claim, hops, reports)
 
@@ -151,4 +160,5 @@ def _haris_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> HarisTeac
         raise ValueError(f"the haris teacher verifies Support or Refute; {len(bad)} claim(s) have a label with "
                          f"no such reading (e.g. {', '.join(bad[:3])}): leave them out (--ids)")
     return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)),
-                        missed_hop=str(params.get("missed_hop", "refute")), read_labels=params.get("read_labels"))
+                        missed_hop=str(params.get("missed_hop", "refute")), read_labels=params.get("read_labels"),
+                        claim_first=bool(params.get("claim_first", False)))
