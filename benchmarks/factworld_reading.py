@@ -27,7 +27,7 @@ READINGS = ("Same", "Different", "not found", "other")
 # the reading each gold label calls for (HARIS reads NOT ENOUGH INFO as Refute: a missed hop)
 RIGHT = {Label.SUPPORT: "Same", Label.REFUTE: "Different", Label.NEI: "not found"}
 FOLLOWS = {"Same": Label.SUPPORT, "Different": Label.REFUTE, "not found": Label.NEI}
-_NOT_FOUND = re.compile(r"No sentence gives it|No answer gives it|did not find the answer")
+_NOT_FOUND = re.compile(r"No sentence gives it|No answer gives it|did not find the answer|found nothing that supports")
 
 
 def reading(text: str) -> str:
