@@ -142,4 +142,5 @@ def test_claim_first_writes_the_claimed_value_in_the_first_thought_only():
 
 def test_claim_first_is_refused_for_a_teacher_other_than_haris(tmp_path):
     with pytest.raises(ValueError, match="teacher_claim_first is a setting of HARIS"):
-        run_recipe(FactworldRecipe(**(TINY | {"preset": "veri_r1_factworld_cpu", "hops": "1"}), teacher_claim_first=True), tmp_path / "r", stages=("worlds", "teach"))
+        run_recipe(FactworldRecipe(**(TINY | {"preset": "veri_r1_factworld_cpu", "hops": "1"}),
+                                   teacher_claim_first=True), tmp_path / "r", stages=("worlds", "teach"))

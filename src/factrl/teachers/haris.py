@@ -17,8 +17,9 @@ recipe's warm-up trains one model for both):
   said, a guess the student could not have justified). ``claim_first`` also writes the
   claimed value in the first turn's ``<think>`` ("The claim says V. I need to find …"):
   the final comparison then repeats a phrase the student wrote itself, next to the claim,
-  instead of copying a value from a claim many turns back — a 135M student otherwise
-  writes the value it found as the claimed one and reads ``Same`` whatever the claim said.
+  instead of copying a value from a claim many turns back (a 135M student writes the
+  value it found as the claimed one and reads ``Same`` whatever the claim said; measured,
+  this setting does not stop its ``Same`` from ignoring the values beside it).
   ``read_labels`` (claim id →
   label) gives the label the comparison reads (``Same`` / ``Different``) when the verdict's
   label is another: a teacher wrong only at the conclusion (``recipes.noisy_teacher``);
