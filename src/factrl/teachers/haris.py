@@ -57,6 +57,11 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _claimed(claim: Claim) -> str:
+    """The value the claim asserts (a generated world's ``meta["claimed_value"]``), or ""."""
+    return _one_line(str(claim.meta.get("claimed_value") or ""))
+
+
 class HarisTeacher(ScriptedLM):
     """``HarisTeacher(claims, max_questions=…, missed_hop=…)``: claims with gold labels
     (and, where the data has them, per-hop gold questions with answers and source sentence
@@ -105,9 +110,8 @@ class HarisTeacher(ScriptedLM):
         answered = all(self._answers(r, hops[i]) for i, r in enumerate(reports) if i < len(hops))
         if asked < len(hops) and answered:
             why = "I need to find" if asked == 0 else "Next I need to find"
-            claimed = _one_line(str(claim.meta.get("claimed_value") or ""))
-            if asked == 0 and self.claim_first and claimed:
-                why = f"The claim says {claimed}. {why}"
+            if asked == 0 and self.claim_first and _claimed(claim):
+                why = f"The claim says {_claimed(claim)}. {why}"
             return f"<think>{why} a bridging fact.</think>\n<question>{hops[asked][0]}</question>"
         return self._verification(claim, hops, reports)
 
@@ -118,7 +122,7 @@ class HarisTeacher(ScriptedLM):
 
     def _verification(self, claim: Claim, hops: list[tuple[str, str, str]], reports: list[str]) -> str:
         label = binary_gold(claim.label)
-        claimed = _one_line(str(claim.meta.get("claimed_value") or ""))
+        claimed = _claimed(claim)
         last = _one_line(reports[-1]) if reports else ""
         missed = next((hop for i, hop in enumerate(hops) if i >= len(reports) or not self._answers(reports[i], hop)),
                       None)
