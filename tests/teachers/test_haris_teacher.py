@@ -144,3 +144,52 @@ def test_claim_first_is_refused_for_a_teacher_other_than_haris(tmp_path):
     with pytest.raises(ValueError, match="teacher_claim_first is a setting of HARIS"):
         run_recipe(FactworldRecipe(**(TINY | {"preset": "veri_r1_factworld_cpu", "hops": "1"}),
                                    teacher_claim_first=True), tmp_path / "r", stages=("worlds", "teach"))
+
+
+def _compared(claim_id, claimed, found, word, box, attribute="population"):
+    """A teacher episode whose verification compares ``claimed`` with ``found``."""
+    from factrl.types import Trajectory, Turn
+
+    def turn(source, text):
+        return Turn(source=source, text=text, token_ids=[1], mask=[int(source == "model")])
+
+    claim = Claim(id=claim_id, text=f"The population of the city is {claimed}.", label=Label.SUPPORT,
+                  meta={"claimed_value": claimed, "chain": [{"attribute": attribute}]})
+    final = (f"<think>The claim says {claimed}. The search agent found {found}. {word}, so the claim is "
+             f"{'supported' if box == 'Support' else 'refuted'}.</think>\n"
+             f"<verification> The final verification is \\boxed{{{box}}} </verification>")
+    return Trajectory(claim_id=claim_id, env="haris", claim=claim, prompt=[],
+                      turns=[turn("model", "<think>I need to find a bridging fact.</think>\n<question>q?</question>"),
+                             turn("env", f"\n<result>\n{found}. The city is home to {found} people.\n</result>\n"),
+                             turn("model", final)],
+                      segments=[{"role": "searcher"}])
+
+
+def test_comparison_copies_read_each_context_with_the_other_word():
+    from factrl.teachers.haris import comparison_copies
+
+    trajs = [_compared("s1", "959,000", "959,000", "Same", "Refute"),
+             _compared("s2", "546,000", "546,000", "Same", "Support"),
+             _compared("r1", "1,200", "3,400", "Different", "Refute"),
+             _compared("x1", "Ostrel", "Ostrel", "Same", "Refute", attribute="sea")]  # no other sea to swap in
+    copies, skipped = comparison_copies(trajs, seed=0)
+    assert skipped == 1 and [c.claim_id for c in copies] == ["s1", "s2", "r1"]
+    by_id = {c.claim_id: c for c in copies}
+    same = by_id["r1"]  # a Different episode: its report now found the claimed value
+    assert "found 1,200. Same, so the claim is" in same.turns[-1].text and "1,200 people" in same.turns[-2].text
+    for c in (by_id["s1"], by_id["s2"]):  # a Same episode: another population found, read Different, refuted
+        claimed = c.claim.meta["claimed_value"]
+        assert f"The claim says {claimed}. The search agent found " in c.turns[-1].text
+        assert "Different, so the claim is refuted." in c.turns[-1].text
+        assert c.turns[-1].text.endswith("\\boxed{Refute} </verification>") and claimed not in c.turns[-2].text
+    for c in copies:  # only the verification trains; the search agent's contexts are not copied
+        assert [t.source for t in c.turns] == ["env", "env", "model"] and c.segments == []
+        assert all(m == 0 for t in c.turns[:-1] for m in t.mask)
+    assert [t.turns[-1].text for t in trajs][0].count("959,000") == 2  # the originals are untouched
+    assert comparison_copies(trajs, seed=0)[0] == copies  # seeded
+
+
+def test_comparison_copies_are_refused_for_a_teacher_other_than_haris(tmp_path):
+    with pytest.raises(ValueError, match="teacher_comparison_copies copies HARIS"):
+        run_recipe(FactworldRecipe(**(TINY | {"preset": "veri_r1_factworld_cpu", "hops": "1"}),
+                                   teacher_comparison_copies=True), tmp_path / "r", stages=("worlds", "teach"))

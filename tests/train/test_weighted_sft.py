@@ -65,6 +65,25 @@ def test_weighted_examples_weigh_only_model_decision_tokens(teacher_run, tmp_pat
     assert skipped == 1
 
 
+def test_the_comparison_word_weighs_its_own_weight(tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from factrl.lm.tiny import build_tiny_model
+    from factrl.types import Claim, Trajectory, Turn
+
+    tok = AutoTokenizer.from_pretrained(str(build_tiny_model(tmp_path / "tiny", layers=1, hidden=32, heads=2)))
+    text = "<think>The claim says 12. The search agent found 13. Different, so the claim is refuted.</think>"
+    traj = Trajectory(claim_id="c", env="haris", claim=Claim(id="c", text="c"),
+                      prompt=[{"role": "user", "content": "c"}],
+                      turns=[Turn(source="model", text=text, token_ids=[1], mask=[1])])
+    (ex,), _ = weighted_examples([traj], tok, decision_weight=2.0, comparison_weight=6.0)
+    heavy = {w: tok.decode([i for i, x in zip(ex["input_ids"], ex["weights"]) if x == w]) for w in (2.0, 6.0)}
+    assert heavy[6.0].strip() == "Different" and heavy[2.0] == "The"  # the word; the think's first token
+    (plain,), _ = weighted_examples([traj], tok, decision_weight=2.0)
+    assert 6.0 not in plain["weights"]  # 1 unless asked
+
+
 def test_weighted_sft_trains_checkpoints_and_resumes(teacher_run, tmp_path):
     pytest.importorskip("peft")
     import torch

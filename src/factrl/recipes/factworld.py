@@ -82,10 +82,15 @@ class FactworldRecipe:
     # HARIS's teacher writes the claimed value in its first thought too ("The claim says V."),
     # so the final comparison repeats the student's own words (teachers.haris, claim_first).
     teacher_claim_first: bool = False
+    # HARIS's warm-up also trains, per comparing teacher episode, a copy whose last report
+    # found another value, so each context is seen read both Same and Different
+    # (teachers.haris.comparison_copies).
+    teacher_comparison_copies: bool = False
     sft_learning_rate: float = 2e-4
     sft_epochs: float = 1.0
     sft_max_minutes: float | None = 12.0
     sft_decision_weight: float = 1.0
+    sft_comparison_weight: float = 1.0  # the comparison's word (Same / Different) in the warm-up's loss
     sft_tokens_per_batch: int = 4096  # padded tokens per optimiser step
     sft_lora_layers: int | None = None  # LoRA in the top N blocks only (train.lora); unset: all
     sft_seed: int = 0  # the warm-up's batch order and LoRA initialisation (a replicate: another)
@@ -210,6 +215,9 @@ def _teacher(r: FactworldRecipe, cfg: Any, claims: list[Claim]) -> Any:
     if r.teacher_claim_first and cfg.env.name != "haris":
         raise ValueError(f"teacher_claim_first is a setting of HARIS's teacher; the {cfg.env.name} teacher has no "
                          "first thought to write the claimed value in")
+    if r.teacher_comparison_copies and cfg.env.name != "haris":
+        raise ValueError(f"teacher_comparison_copies copies HARIS's teacher episodes; the {cfg.env.name} teacher's "
+                         "are not copied")
     if cfg.env.name == "rar":  # wrong statements, not wrong labels: the noise swaps stated values
         from factrl.teachers.rar import RarTeacher
 
@@ -256,9 +264,16 @@ def _warmup(r: FactworldRecipe, out: Path, trajectories: Path) -> Path:
         return final
     # Every well-formed teacher episode, wrong verdicts included: the noise is the point.
     trajs = [t for t in read_trajectories(trajectories) if not t.error and t.verdict.format_ok]
+    if r.teacher_comparison_copies:
+        from factrl.teachers.haris import comparison_copies
+
+        copies, missing = comparison_copies(trajs, seed=r.teacher_seed)
+        _say(f"warm-up: {len(copies)} comparison copies ({missing} episodes with no other value to swap in)")
+        trajs = [*trajs, *copies]
     path = resolve_model_path(r.model)
     examples, skipped = weighted_examples(trajs, AutoTokenizer.from_pretrained(path),
-                                          decision_weight=r.sft_decision_weight, max_length=1024)
+                                          decision_weight=r.sft_decision_weight, max_length=1024,
+                                          comparison_weight=r.sft_comparison_weight)
     _say(f"warm-up: {len(examples)} teacher episodes ({skipped} too long)")
     return train_weighted_sft(examples, path, out / "warmup", WeightedSFTSettings(
         learning_rate=r.sft_learning_rate, epochs=r.sft_epochs, decision_weight=r.sft_decision_weight,

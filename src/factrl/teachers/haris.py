@@ -36,20 +36,24 @@ environment showed (the sentences after the teacher's own search, the reports in
 
 from __future__ import annotations
 
+import random
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from factrl.lm.scripted import ScriptedLM
 from factrl.protocol.haris import binary_gold
 from factrl.teachers.base import TEACHERS
-from factrl.types import Claim, Label
+from factrl.types import Claim, Label, Trajectory, Turn
 
-__all__ = ["HarisTeacher", "NOT_FOUND"]
+__all__ = ["HarisTeacher", "NOT_FOUND", "comparison_copies"]
 
 NOT_FOUND = "No passage found answers this question."
 MISSED_HOP = ("refute", "label")  # a Support label after an unanswered hop: verified Refute / kept
 _LINE = re.compile(r"^\[\[([^\[\]\n]+?)\]\]: (.*)$", re.M)
+_COMPARE = re.compile(r"The claim says (?P<claimed>.+?)\. The search agent found (?P<found>.+?)\. "
+                      r"(?P<word>Same|Different), so the claim is (?:supported|refuted)\.")
 _RESULT = re.compile(r"<result>\n(.*?)\n</result>", re.S)  # the env's blocks, not the prompt's "<result> </result>"
 
 
@@ -167,3 +171,61 @@ def _haris_teacher(claims: Sequence[Claim], params: dict[str, Any]) -> HarisTeac
     return HarisTeacher(claims, max_questions=int(params.get("max_questions", 5)),
                         missed_hop=str(params.get("missed_hop", "refute")), read_labels=params.get("read_labels"),
                         claim_first=bool(params.get("claim_first", False)))
+
+
+def comparison_copies(trajectories: Sequence[Trajectory], seed: int = 0) -> tuple[list[Trajectory], int]:
+    """``(copies, skipped)``: for each teacher episode whose verification compares the
+    claimed value with the one found ("The claim says X. The search agent found Y. Same,
+    …"), one reasoner-only copy where the last report found another value — the claimed
+    one after a ``Different`` (so the copy reads ``Same``), another value of the same
+    attribute found in another episode after a ``Same`` (so it reads ``Different``) — and
+    only the final verification is trained (earlier model turns become context, the search
+    agent's contexts are left out). Each claim's context is then seen with both words,
+    told apart only by the two values: the comparison a 135M student otherwise reads
+    ``Same`` whatever the values (docs/haris.md). A copy concludes as the teacher's own
+    episodes with that word concluded (their verdict slip kept, seeded by claim id).
+    Skipped (counted): episodes with no other value of their attribute to swap in."""
+    found: list[tuple[Trajectory, re.Match[str]]] = []
+    for t in trajectories:
+        m = _COMPARE.search(t.turns[-1].text) if t.turns and t.turns[-1].source == "model" else None
+        if m and len(t.turns) >= 2 and m["found"] in t.turns[-2].text:
+            found.append((t, m))
+    concluded = {w: Counter("Support}" in t.turns[-1].text for t, m in found if m["word"] == w)
+                 for w in ("Same", "Different")}
+    values: dict[str, set[str]] = {}
+    for t, m in found:
+        values.setdefault(_attribute(t.claim), set()).add(m["found"])
+    copies, skipped = [], 0
+    for t, m in found:
+        rng = random.Random(f"{seed}:{t.claim_id}:copy")
+        if m["word"] == "Different":
+            new, word = m["claimed"], "Same"
+        else:
+            others = sorted(values[_attribute(t.claim)] - {m["found"], m["claimed"]})
+            if not others:
+                skipped += 1
+                continue
+            new, word = rng.choice(others), "Different"
+        counts = concluded[word] or Counter({word == "Same": 1})
+        support = rng.random() < counts[True] / (counts[True] + counts[False])
+        copies.append(_copy(t, m, new, word, support))
+    return copies, skipped
+
+
+def _attribute(claim: Claim) -> str:
+    chain = claim.meta.get("chain") or []
+    return str(chain[-1].get("attribute", "")) if chain and isinstance(chain[-1], dict) else ""
+
+
+def _copy(t: Trajectory, m: re.Match[str], new: str, word: str, support: bool) -> Trajectory:
+    report = t.turns[-2]
+    why = (f"The claim says {m['claimed']}. The search agent found {new}. {word}, so the claim is "
+           + ("supported." if support else "refuted."))
+    box = "Support" if support else "Refute"
+    final = (f"<think>{why}</think>\n<verification> The final verification is \\boxed{{{box}}} "
+             "</verification>")
+    context = [tu if tu.source == "env" else Turn(source="env", text=tu.text, token_ids=tu.token_ids,
+                                                  mask=[0] * len(tu.mask)) for tu in t.turns[:-2]]
+    turns = [*context, report.model_copy(update={"text": report.text.replace(m["found"], new)}),
+             Turn(source="model", text=final, token_ids=[], mask=[])]
+    return t.model_copy(update={"turns": turns, "segments": [], "meta": {**t.meta, "comparison_copy": word}})

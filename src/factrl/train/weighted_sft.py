@@ -42,6 +42,10 @@ _DECISION = (
     re.compile(r"(?<=Label: )\S"),
 )
 _THINK = "<think>"
+# Where a comparing verification decides (HARIS's and ProFact's "compare" teachers:
+# "The claim says X. The search agent found Y. Same, so ..."): the comparison's word,
+# weighted by its own ``comparison_weight`` (1 unless a recipe asks).
+_COMPARISON = re.compile(r"(?<=\. )(?:Same|Different)(?=, )")
 
 
 def decision_spans(text: str) -> list[tuple[int, int]]:
@@ -83,11 +87,13 @@ class WeightedSFTSettings:
 
 
 def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_weight: float,
-                      max_length: int | None = None) -> tuple[list[dict[str, list]], int]:
+                      max_length: int | None = None,
+                      comparison_weight: float = 1.0) -> tuple[list[dict[str, list]], int]:
     """``({"input_ids", "labels", "weights"}, skipped)`` per context of each trajectory,
     tokenised turn by turn as in :func:`factrl.train.sft.sft_examples` (prompt and
     observations unlabelled, a closing EOS labelled); model tokens that overlap a
-    :func:`decision_spans` span weigh ``decision_weight``, the others 1."""
+    :func:`decision_spans` span weigh ``decision_weight``, those of a comparison's word
+    (``Same`` / ``Different``) ``comparison_weight``, the others 1."""
     from factrl.train.sft import _TokenizerView
 
     view = _TokenizerView(tokenizer)
@@ -102,13 +108,17 @@ def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_w
                 toks, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
                 model = turn.source == "model"
                 spans = decision_spans(turn.text) if model else []
+                compared = [(x.start(), x.end()) for x in _COMPARISON.finditer(turn.text)] if model else []
                 for tok, (a, b) in zip(toks, offsets):
                     if tok == eos:
                         continue
                     ids.append(tok)
                     labels.append(tok if model else -100)
                     hit = any(a < e and s < max(b, a + 1) for s, e in spans)
-                    weights.append((decision_weight if hit else 1.0) if model else 0.0)
+                    weight = decision_weight if hit else 1.0
+                    if any(a < e and s < max(b, a + 1) for s, e in compared):
+                        weight = comparison_weight
+                    weights.append(weight if model else 0.0)
             if ids[-1] != eos:
                 ids.append(eos)
                 labels.append(eos)
