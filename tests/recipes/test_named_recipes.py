@@ -55,6 +55,15 @@ def test_every_named_recipe_makes_a_valid_recipe_on_its_preset():
         assert cfg.model.lora_layers == 10
 
 
+def test_haris_compare_is_the_measured_comparison_run(tmp_path):
+    # docs/benchmarks.md's runs/hy: these settings, recorded in a run's recipe.json
+    rec = _recorded(["--from", "haris_compare", "--dtype", "bfloat16"], tmp_path / "hc")
+    assert rec["preset"] == "haris_factworld_cpu" and rec["hops"] == "3"
+    assert (rec["teacher_claim_first"], rec["teacher_comparison_copies"], rec["sft_comparison_weight"]) == (True, True, 4.0)
+    assert (rec["teacher_confusion"], rec["teacher_claims"], rec["claims"], rec["entities"]) == ("SUPPORT->REFUTE:0.7", 400, 750, 60)
+    assert rec["grpo_overrides"] == {"model.lora_layers": 10, "haris.rounds": 0, "haris.reasoner_steps_per_stage": 10}
+
+
 def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_path):
     flags = _recorded(OFFLINE_FLAGS, tmp_path / "flags")
     named = _recorded(["--from", "veri_r1_verdict_offline"], tmp_path / "named")
@@ -73,7 +82,7 @@ def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_p
 
 
 def test_bad_recipe_sources_fail_by_name(tmp_path):
-    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_verdict"):
+    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_compare, haris_verdict"):
         read_recipe_source("nope")
     bad = tmp_path / "bad.toml"
     bad.write_text('[recipe]\nteacher_nois = 0.1\n')

@@ -14,7 +14,7 @@ from factrl.cli.app import train_app
 def factworld(
     out: Path = typer.Option(..., "--out", help="Run directory (resumes when it exists)."),
     source: str = typer.Option(None, "--from", help="Start from a named recipe (veri_r1_verdict_offline, "
-                               "veri_r1_verdict_online, haris_verdict, profact_compare), a TOML file of [recipe] "
+                               "veri_r1_verdict_online, haris_verdict, haris_compare, profact_compare), a TOML file of [recipe] "
                                "and [set], or a run's recipe.json; the options below override it."),
     fork_from: Path = typer.Option(None, "--fork-from", help="Copy another run's worlds, teacher episodes and "
                                    "warm-up into this new --out and go on from there, with that run's settings unless --from "

@@ -132,7 +132,7 @@ class HarisTeacher(ScriptedLM):
                       None)
         if label is Label.SUPPORT and missed is not None and self.missed_hop == "refute":
             why = f"The search agent did not find the answer to \"{missed[0]}\", so nothing supports the claim."
-            return f"<think>{why}</think>\n<verification> The final verification is \\boxed{{Refute}} </verification>"
+            return _verdict(why, "Refute")
         if last and NOT_FOUND not in last and claimed:
             found = hops[len(reports) - 1][1] if len(reports) <= len(hops) else ""
             word = "Same" if binary_gold(self.read_labels.get(claim.id) or claim.label) is Label.SUPPORT else "Different"
@@ -142,8 +142,7 @@ class HarisTeacher(ScriptedLM):
             why = "The search agent's reports agree with the claim, so the claim is supported."
         else:
             why = "The search agent found nothing that supports the claim, so the claim is not supported."
-        box = "Support" if label is Label.SUPPORT else "Refute"
-        return f"<think>{why}</think>\n<verification> The final verification is \\boxed{{{box}}} </verification>"
+        return _verdict(why, "Support" if label is Label.SUPPORT else "Refute")
 
     def _search_turn(self, context: str, claim: Claim, hop: tuple[str, str, str], turn: int) -> str:
         question, answer, source = hop
@@ -217,13 +216,16 @@ def _attribute(claim: Claim) -> str:
     return str(chain[-1].get("attribute", "")) if chain and isinstance(chain[-1], dict) else ""
 
 
+def _verdict(why: str, box: str) -> str:
+    """The reasoner's closing turn: its reason, then the boxed two-way verdict."""
+    return f"<think>{why}</think>\n<verification> The final verification is \\boxed{{{box}}} </verification>"
+
+
 def _copy(t: Trajectory, m: re.Match[str], new: str, word: str, support: bool) -> Trajectory:
     report = t.turns[-2]
     why = (f"The claim says {m['claimed']}. The search agent found {new}. {word}, so the claim is "
            + ("supported." if support else "refuted."))
-    box = "Support" if support else "Refute"
-    final = (f"<think>{why}</think>\n<verification> The final verification is \\boxed{{{box}}} "
-             "</verification>")
+    final = _verdict(why, "Support" if support else "Refute")
     context = [tu if tu.source == "env" else Turn(source="env", text=tu.text, token_ids=tu.token_ids,
                                                   mask=[0] * len(tu.mask)) for tu in t.turns[:-2]]
     turns = [*context, report.model_copy(update={"text": report.text.replace(m["found"], new)}),

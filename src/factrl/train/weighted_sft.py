@@ -114,9 +114,8 @@ def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_w
                         continue
                     ids.append(tok)
                     labels.append(tok if model else -100)
-                    hit = any(a < e and s < max(b, a + 1) for s, e in spans)
-                    weight = decision_weight if hit else 1.0
-                    if any(a < e and s < max(b, a + 1) for s, e in compared):
+                    weight = decision_weight if _overlaps(a, b, spans) else 1.0
+                    if _overlaps(a, b, compared):
                         weight = comparison_weight
                     weights.append(weight if model else 0.0)
             if ids[-1] != eos:
@@ -128,6 +127,12 @@ def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_w
                 continue
             out.append({"input_ids": ids, "labels": labels, "weights": weights})
     return out, skipped
+
+
+def _overlaps(a: int, b: int, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether the token at characters ``[a, b)`` (an empty one counts as its first
+    character) overlaps any of ``spans``."""
+    return any(a < e and s < max(b, a + 1) for s, e in spans)
 
 
 def length_batches(lengths: Sequence[int], tokens_per_batch: int, seed: int) -> list[list[int]]:
