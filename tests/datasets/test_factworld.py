@@ -185,7 +185,7 @@ def test_bad_label_mix_text() -> None:
 
 
 def test_a_world_too_small_for_the_claims_says_so() -> None:
-    with pytest.raises(ValueError, match="distinct .* claims; use more entities or fewer claims"):
+    with pytest.raises(ValueError, match="distinct .* claims; use more entities or fewer claims, or another world seed"):
         generate(WorldConfig(seed=0, entities=20, claims=5000))
 
 

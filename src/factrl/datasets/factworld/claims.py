@@ -82,7 +82,8 @@ class ClaimMaker:
             attempts += 1
             if attempts > 200 * n + 2000:
                 raise ValueError(f"the world gives only {len(out)} of {n} distinct {hops}-hop {label.value} claims; "
-                                 "use more entities or fewer claims")
+                                 "use more entities or fewer claims, or another world seed (how many distinct "
+                                 f"{hops}-hop chains a world holds varies with its seed)")
             claim = self._one(hops, label)
             if claim is not None:
                 out.append(claim)
