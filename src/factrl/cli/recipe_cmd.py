@@ -8,14 +8,14 @@ import typer
 
 from factrl.cli._common import DEVICE_CHOICES, DTYPE_CHOICES
 from factrl.cli.app import train_app
+from factrl.recipes.named import list_named
 
 
 @train_app.command("factworld")
 def factworld(
     out: Path = typer.Option(..., "--out", help="Run directory (resumes when it exists)."),
-    source: str = typer.Option(None, "--from", help="Start from a named recipe (veri_r1_verdict_offline, "
-                               "veri_r1_verdict_online, haris_verdict, haris_compare, profact_compare), a TOML file of [recipe] "
-                               "and [set], or a run's recipe.json; the options below override it."),
+    source: str = typer.Option(None, "--from", help=f"Start from a named recipe ({', '.join(list_named())}), "
+                               "a TOML file of [recipe] and [set], or a run's recipe.json; the options below override it."),
     fork_from: Path = typer.Option(None, "--fork-from", help="Copy another run's worlds, teacher episodes and "
                                    "warm-up into this new --out and go on from there, with that run's settings unless --from "
                                    "is given; only GRPO and rollout settings, checkpoints and controls may differ "
