@@ -229,3 +229,28 @@ def test_cli_refuses_a_non_haris_config_and_a_bad_stage(tmp_path):
                               "--stop-after", "round9/synth",
                               "--set", f"data.data_dir={REPO / 'tests' / 'fixtures' / 'haris_tiny_claims.jsonl'}"])
     assert bad.exit_code == 1 and "unknown stage 'round9/synth'" in bad.output
+
+
+def test_reasoner_stages_can_train_only_the_final_verification(tmp_path, monkeypatch):
+    import factrl.train.grpo as grpo_mod
+    import factrl.train.haris as haris_mod
+
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_haris.toml",
+                          {"output_dir": str(tmp_path), "haris.reasoner_trained_turns": "last"})
+    seen = {}
+
+    def fake_train(sub, **kwargs):
+        seen["turns"] = sub.grpo.trained_turns
+        return tmp_path / "final"
+
+    monkeypatch.setattr(grpo_mod, "train_grpo", fake_train)
+    monkeypatch.setattr(haris_mod, "_load", lambda *a, **k: None)
+    monkeypatch.setattr(haris_mod, "env_factory", lambda *a, **k: None)
+    monkeypatch.setattr(haris_mod, "build_reward", lambda *a, **k: None)
+    run = haris_mod._Run(cfg, deps=None, judge=None, answerer=None)
+    state = {"reasoner": "m", "searcher": "m"}
+    run.reasoner("foundation/reasoner", state, [])
+    assert seen["turns"] == "last" and cfg.grpo.trained_turns == "all"  # the run's own setting untouched
+    cfg.haris.reasoner_trained_turns = ""
+    run.reasoner("foundation/reasoner", state, [])
+    assert seen["turns"] == "all"

@@ -150,3 +150,28 @@ def test_rows_of_one_episode_are_consecutive_copies_of_its_prompt():
         _episode_starts([a, a, b, b, a, a, b, b], 4)
     args = grpo_args(load_run_config("profact"), rows_per_trajectory=6)
     assert args["num_generations"] == 8 * 6 and args["gradient_accumulation_steps"] == 32 * 8 * 6 // 4
+
+
+def test_last_turn_only_trains_only_the_final_model_turn():
+    lm = ScriptedLM(respond)
+    trajs = run_episodes(lambda: VeriR1Env(WordOverlapRetriever(PASSAGES)), [CLAIM], lm, RolloutConfig(group=1))
+    full = trajectories_to_trl(trajs, eos_token_id=EOS, reward=VERI_R1, keep_inserted=True)
+    last = trajectories_to_trl(trajs, eos_token_id=EOS, reward=VERI_R1, keep_inserted=True, last_turn_only=True)
+    turns = trajs[0].turns
+    model_turns = [t for t in turns if t.source == "model"]
+    assert len(model_turns) >= 2
+    assert last["completion_ids"] == full["completion_ids"] and last["logprobs"] == full["logprobs"]
+    trained = lm.decode([x for x, m in zip(last["completion_ids"][0], last["env_mask"][0]) if m])
+    assert trained == model_turns[-1].text
+    # the earlier model turns stay model tokens (not "inserted") for the invert_mask control
+    assert last["_inserted"] == full["_inserted"]
+
+
+def test_trained_turns_setting_is_checked_at_load():
+    from factrl.train.config import load_run_config
+
+    with pytest.raises(ValueError, match="trained_turns"):
+        load_run_config("haris_factworld_cpu", {"grpo.trained_turns": "first"})
+    with pytest.raises(ValueError, match="haris.reasoner_trained_turns"):
+        load_run_config("haris_factworld_cpu", {"haris.reasoner_trained_turns": "some"})
+    assert load_run_config("haris_factworld_cpu", {"haris.reasoner_trained_turns": "last"}).haris.reasoner_trained_turns == "last"

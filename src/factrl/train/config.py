@@ -146,6 +146,11 @@ class GRPOSettings:
     # A deliberately broken trainer, for learning benchmarks and tests only
     # (factrl.train.controls): "none", "flip_advantage", "invert_mask", "shuffle_rewards".
     control: str = "none"
+    # Which model turns of a trained context carry loss: "all" (every turn the model
+    # sampled) or "last" (only its last turn — e.g. HARIS's final verification — the
+    # earlier ones conditioned on but masked like observations, so a verdict reward
+    # does not also rewrite the questions that led to it).
+    trained_turns: str = "all"
 
 
 @dataclass
@@ -173,6 +178,9 @@ class HarisSettings:
     # When a reasoner rollout asks no question (an untrained small model rarely does), ask
     # the claim itself as the search agent's question; off in the paper's setting.
     fallback_question: bool = False
+    # The reasoner stages' grpo.trained_turns ("" = grpo.trained_turns): "last" trains only
+    # the reasoner's final verification, leaving its questions as the warm-up asks them
+    reasoner_trained_turns: str = ""
     seed: int = 0
 
 
@@ -257,9 +265,13 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
     cfg = _build(GRPORunConfig, data, where)
     _check_metric_params(cfg.env, where)
     from factrl.train.controls import check_control
+    from factrl.train.rollout_adapter import check_trained_turns
 
     try:
         check_control(cfg.grpo.control)
+        check_trained_turns(cfg.grpo.trained_turns)
+        if cfg.haris.reasoner_trained_turns:
+            check_trained_turns(cfg.haris.reasoner_trained_turns, key="haris.reasoner_trained_turns")
         cfg.grpo.label_mix = label_weights(cfg.grpo.label_mix)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None

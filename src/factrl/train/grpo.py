@@ -132,6 +132,7 @@ def train_grpo(
         rows_per_trajectory=rows,
         roles=roles,
         control=g.control,
+        trained_turns=g.trained_turns,
     )
     funcs, weights = reward_functions(reward, control=g.control)
     # device and mixed precision from model.device/model.dtype (use_cpu: transformers

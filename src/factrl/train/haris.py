@@ -187,6 +187,7 @@ class _Run:
 
         sub = _stage_config(self.cfg, self.out / stage, state["reasoner"], "haris", self.cfg.env.params, len(claims),
                             _stage_steps(self.h, reasoner=True))
+        sub.grpo.trained_turns = self.h.reasoner_trained_turns or sub.grpo.trained_turns
         make_env = env_factory(EnvSpec(name="haris", params=dict(self.cfg.env.params)), self.deps)
         reward = build_reward(RewardSpec(name="haris_high", params=dict(self.cfg.reward.params)))
         searcher = _load(state["searcher"], self.cfg.model)  # frozen: generates the searcher's segments, never trained here

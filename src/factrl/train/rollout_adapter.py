@@ -101,14 +101,28 @@ class Row(NamedTuple):
     inserted: list[int]
 
 
-def _row(prompt_ids: list[int], turns: list[Turn], eos_token_id: int) -> Row:
+TRAINED_TURNS = ("all", "last")
+
+
+def check_trained_turns(value: str, *, key: str = "grpo.trained_turns") -> str:
+    """``"all"`` (every model turn of a trained context carries loss) or ``"last"``
+    (only its last model turn; earlier ones are masked like observations)."""
+    if value not in TRAINED_TURNS:
+        raise ValueError(f"{key} must be one of {', '.join(TRAINED_TURNS)}, got {value!r}")
+    return value
+
+
+def _row(prompt_ids: list[int], turns: list[Turn], eos_token_id: int, *, last_turn_only: bool = False) -> Row:
     """One context as a completion. A context that ended properly gets an EOS appended
     with mask 0, so TRL does not count it as truncated while no loss falls on a token
-    the model did not sample."""
+    the model did not sample. ``last_turn_only``: the model turns before the context's
+    last one get mask 0 too (still conditioned on, never trained; they stay model tokens
+    for the ``invert_mask`` control)."""
+    last_model = max((i for i, t in enumerate(turns) if t.source == "model"), default=-1)
     ids, mask, lps, inserted = [], [], [], []
-    for turn in turns:
+    for i, turn in enumerate(turns):
         ids += turn.token_ids
-        mask += turn.mask
+        mask += [0] * len(turn.mask) if last_turn_only and turn.source == "model" and i != last_model else turn.mask
         lps += turn.logprobs if turn.logprobs is not None else [0.0] * len(turn.token_ids)
         inserted += [int(not m) for m in turn.mask]
     last_finish = next((x.finish_reason for x in reversed(turns) if x.source == "model"), None)
@@ -118,16 +132,17 @@ def _row(prompt_ids: list[int], turns: list[Turn], eos_token_id: int) -> Row:
 
 
 def trajectory_rows(traj: Trajectory, eos_token_id: int, *, rows: int = 1,
-                    roles: Collection[str] = ()) -> list[Row]:
+                    roles: Collection[str] = (), last_turn_only: bool = False) -> list[Row]:
     """Exactly ``rows`` completions for one trajectory: its opening context, each segment
     of a role in ``roles`` (in the order opened), then one-token padding rows (mask 0). A
     failed reset gives padding only. More such segments than ``rows - 1`` is an error
-    (the environment's ``segment_budget`` was wrong)."""
+    (the environment's ``segment_budget`` was wrong). ``last_turn_only``: each row trains
+    only its context's last model turn."""
     pad = Row([eos_token_id], [eos_token_id], [0], [0.0], [0])
     if not traj.prompt_ids:
         return [pad] * rows
-    out = [_row(traj.prompt_ids, traj.turns, eos_token_id)]
-    out += [_row(seg.prompt_ids, seg.turns, eos_token_id) for seg in traj.segments
+    out = [_row(traj.prompt_ids, traj.turns, eos_token_id, last_turn_only=last_turn_only)]
+    out += [_row(seg.prompt_ids, seg.turns, eos_token_id, last_turn_only=last_turn_only) for seg in traj.segments
             if seg.role in roles and seg.prompt_ids]
     if len(out) > rows:
         raise RuntimeError(f"trajectory {traj.claim_id!r} has {len(out)} trainable contexts, more than the "
@@ -137,18 +152,20 @@ def trajectory_rows(traj: Trajectory, eos_token_id: int, *, rows: int = 1,
 
 def trajectories_to_trl(trajs: Sequence[Trajectory], eos_token_id: int, reward: Reward, *,
                         rows_per_trajectory: int = 1, roles: Collection[str] = (),
-                        keep_inserted: bool = False) -> dict[str, Any]:
+                        keep_inserted: bool = False, last_turn_only: bool = False) -> dict[str, Any]:
     """TRL's rollout dict from finished trajectories: ``rows_per_trajectory`` rows each
-    (:func:`trajectory_rows`), in trajectory order, every row with its trajectory's reward
-    columns (0 for a failed reset); ``keep_inserted`` adds ``_inserted`` (per row, which
-    tokens the environment inserted) for a broken-trainer control."""
+    (:func:`trajectory_rows`, with ``last_turn_only``), in trajectory order, every row
+    with its trajectory's reward columns (0 for a failed reset); ``keep_inserted`` adds
+    ``_inserted`` (per row, which tokens the environment inserted) for a broken-trainer
+    control."""
     columns = reward_columns(reward)
     out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "_inserted": []}
     for col in columns:
         out[col] = []
     for t in trajs:
         cols = _columns(t, reward) if t.prompt_ids else dict.fromkeys(columns, 0.0)
-        for row in trajectory_rows(t, eos_token_id, rows=rows_per_trajectory, roles=roles):
+        for row in trajectory_rows(t, eos_token_id, rows=rows_per_trajectory, roles=roles,
+                                   last_turn_only=last_turn_only):
             out["prompt_ids"].append(row.prompt_ids)
             out["completion_ids"].append(row.completion_ids)
             out["logprobs"].append(row.logprobs)
@@ -210,12 +227,14 @@ class EnvRollout:
         rows_per_trajectory: int = 1,
         roles: Collection[str] = (),
         control: str = "none",
+        trained_turns: str = "all",
     ) -> None:
         from factrl.train.controls import check_control
 
         if rows_per_trajectory < 1:
             raise ValueError(f"rows_per_trajectory must be >= 1, got {rows_per_trajectory}")
         self.control = check_control(control)
+        self.trained_turns = check_trained_turns(trained_turns)
         self.lms = dict(lms or {})  # other roles' LMs (e.g. a frozen search agent); never trained
         self.rows = int(rows_per_trajectory)
         self.roles = frozenset(roles)  # segment roles trained beside the opening context
@@ -260,7 +279,8 @@ class EnvRollout:
             self.on_trajectories(trajs)
         out = trajectories_to_trl(trajs, trainer.processing_class.eos_token_id, self.reward,
                                   rows_per_trajectory=self.rows, roles=self.roles,
-                                  keep_inserted=self.control == "invert_mask")
+                                  keep_inserted=self.control == "invert_mask",
+                                  last_turn_only=self.trained_turns == "last")
         if self.control != "none":  # a broken-trainer control (tests and benchmarks only)
             from factrl.train.controls import apply_control
 
