@@ -78,7 +78,8 @@ def test_fork_leaves_a_validation_world_of_another_size_to_be_made_anew(tmp_path
 def test_fork_may_change_only_what_comes_after_the_warm_up(tmp_path):
     _, recipe = _source(tmp_path)
     after = {**recipe, "grpo_overrides": {"grpo.learning_rate": 1e-4, "rollout.temperature": 0.9,
-                                          "reward.name": "rar", "reward.verifier": "factrl-verifier"},
+                                          "reward.name": "rar", "reward.verifier": "factrl-verifier",
+                                          "haris.reasoner_trained_turns": "last", "haris.rounds": 2},
              "checkpoints": [1.0], "controls": ["flip_advantage"], "dtype": "bfloat16", "val_claims": 30}
     assert fork_differences(recipe, after, DEFAULTS) == []
     assert fork_differences(recipe, {**recipe, "entities": 50, "sft_seed": 1}, DEFAULTS) == ["entities", "sft_seed"]

@@ -4,8 +4,8 @@ rate or budget skips the ten minutes those stages take, and cannot differ from i
 in anything they made.
 
 A fork may change only what comes after the warm-up: GRPO, rollout and reward settings
-(``grpo_overrides`` keys ``grpo.*``, ``rollout.*`` and ``reward.*``: the teacher and the
-warm-up never read the GRPO reward), the checkpoints, the controls and
+(``grpo_overrides`` keys ``grpo.*``, ``rollout.*``, ``reward.*`` and ``haris.*``: the
+teacher and the warm-up never read the GRPO reward nor HARIS's training rounds), the checkpoints, the controls and
 what :data:`~factrl.recipes.settings.RESUMABLE` lists. Any other difference (the worlds,
 the teacher, the warm-up's SFT, the environment, the model) is refused by name before
 anything is copied. The copied stages are real copies, not links, so the fork's resumes
@@ -28,7 +28,9 @@ __all__ = ["COPIED", "FORKABLE", "fork_differences", "fork_run"]
 COPIED = ("world", "heldout", "validation", "teach", "warmup")
 # Recipe settings a fork may change besides RESUMABLE (and grpo/rollout overrides).
 FORKABLE = ("checkpoints",)
-FORKABLE_OVERRIDE_PREFIXES = ("grpo.", "rollout.", "reward.")
+# haris.*: Algorithm 1's rounds, stage budgets and judges (factrl.train.haris only; the
+# teacher and the warm-up never read them)
+FORKABLE_OVERRIDE_PREFIXES = ("grpo.", "rollout.", "reward.", "haris.")
 
 
 def _before_warmup(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -68,8 +70,10 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
         raise ValueError(f"{out} already holds a recipe run; a fork needs a new --out")
     changed = fork_differences(before, now, defaults)
     if changed:
-        raise ValueError(f"a fork of {source} may change only GRPO and rollout settings, the checkpoints and "
-                         f"{', '.join(RESUMABLE)}; it changes {', '.join(changed)}")
+        prefixes = ", ".join(k + "*" for k in FORKABLE_OVERRIDE_PREFIXES)
+        raise ValueError(f"a fork of {source} may change only GRPO, rollout, reward and HARIS-training settings "
+                         f"(grpo_overrides {prefixes}), the checkpoints and {', '.join(RESUMABLE)}; "
+                         f"it changes {', '.join(changed)}")
     out.mkdir(parents=True, exist_ok=True)
     copied = []
     for name in COPIED:
