@@ -64,6 +64,17 @@ def test_haris_compare_is_the_measured_comparison_run(tmp_path):
     assert rec["grpo_overrides"] == {"model.lora_layers": 10, "haris.rounds": 0, "haris.reasoner_steps_per_stage": 10}
 
 
+def test_haris_final_verification_is_the_measured_last_turn_run(tmp_path):
+    # docs/benchmarks.md's runs/hl: haris_compare's third seed with only the final
+    # verification trained, the same record as the flags that run was started with
+    named = _recorded(["--from", "haris_final_verification", "--dtype", "bfloat16"], tmp_path / "hf")
+    flags = _recorded(["--from", "haris_compare", "--dtype", "bfloat16", "--recipe", "train_seed=105",
+                       "--recipe", "teacher_seed=2", "--recipe", "sft_seed=2",
+                       "--set", "haris.reasoner_trained_turns=last"], tmp_path / "hl")
+    assert named == flags
+    assert named["grpo_overrides"]["haris.reasoner_trained_turns"] == "last"
+
+
 def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_path):
     flags = _recorded(OFFLINE_FLAGS, tmp_path / "flags")
     named = _recorded(["--from", "veri_r1_verdict_offline"], tmp_path / "named")
@@ -82,7 +93,7 @@ def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_p
 
 
 def test_bad_recipe_sources_fail_by_name(tmp_path):
-    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_compare, haris_verdict"):
+    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_compare, haris_final_verification, haris_verdict"):
         read_recipe_source("nope")
     bad = tmp_path / "bad.toml"
     bad.write_text('[recipe]\nteacher_nois = 0.1\n')
