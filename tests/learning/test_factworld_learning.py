@@ -19,7 +19,10 @@ same test took 14 min 54 s and 16 min 38 s in two runs (warm-up 0.322, GRPO 0.53
 p = 0.0009, control 0.344); bf16 sums depend on the thread count and bf16 SFT is not
 bit-reproducible, so figures move by a few claims between runs. In float32 (the test's
 choice where the CPU has no bf16 units) 22 minutes idle one after the other: warm-up
-0.378, GRPO 0.533, p = 0.0094, control 0.333 (deterministic).
+0.378, GRPO 0.533, p = 0.0094, control 0.333 (deterministic). On the AMD EPYC box, after
+TRL's LM head scored only the completion on the CPU and the second SFT epoch reused the
+frozen blocks' states: 12 min 39 s, warm-up 0.322, GRPO 0.544 (27 / 7, p = 0.0008),
+control 0.344 (2026-12-03; 15:55 before).
 
 The recipe before this one (a clean but under-trained warm-up) passed on its own held-out
 sample (+0.100) and gained no more than its control on two fresh ones."""

@@ -98,6 +98,7 @@ def train_grpo(
     from factrl.train.callbacks import JsonlMetricsCallback, NonFiniteGradGuard, TimeBudgetCallback, plot_curves
     from factrl.train.rollout_adapter import EnvRollout, contexts_per_trajectory, reward_functions, trained_roles
     from factrl.train.setup import run_env_factory, run_reward
+    from factrl.train.trl_lm_head import compact_lm_head
 
     ran = resolved_config(cfg)  # what this machine trains on, as the run records it
     out = Path(cfg.output_dir)
@@ -146,6 +147,7 @@ def train_grpo(
         peft_config = lora_config(resolve_model_path(m.id), r=m.lora_r, alpha=m.lora_alpha, dropout=m.lora_dropout,
                                   targets=m.lora_target_modules, layers=m.lora_layers)
     model_path = resolve_model_path(cfg.model.id)
+    compact_lm_head()  # the CPU scores completion tokens only, as CUDA does (trl_lm_head)
     trainer = GRPOTrainer(
         model=model_path,
         reward_funcs=funcs,

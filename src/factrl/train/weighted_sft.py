@@ -84,6 +84,10 @@ class WeightedSFTSettings:
     # float32. A resumed run may change either.
     device: str = "auto"
     dtype: str = "auto"
+    # With lora_layers, keep each example's hidden state at the first trained block from
+    # its first pass and run only the trained blocks on it in later epochs
+    # (factrl.train.prefix_cache), up to this many GB of float32 states; 0 turns it off.
+    prefix_cache_gb: float = 2.0
 
 
 def weighted_examples(trajs: Sequence[Trajectory], tokenizer: Any, *, decision_weight: float,
@@ -166,7 +170,7 @@ def _schedule(settings: WeightedSFTSettings, epoch_batches: list[list[list[int]]
 def _identity(s: WeightedSFTSettings) -> dict[str, Any]:
     """The settings that shape the trained weights (a resumed run must match them; its
     time limits, device and precision may change)."""
-    skip = ("save_minutes", "max_minutes", "device", "dtype")
+    skip = ("save_minutes", "max_minutes", "device", "dtype", "prefix_cache_gb")
     return {k: v for k, v in asdict(s).items()
             if k not in skip and not (k == "lora_layers" and v is None)}  # unset: as before the option
 
@@ -201,6 +205,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     from factrl.lm.device import describe_device, torch_dtype
     from factrl.train.config import training_precision
     from factrl.train.lora import lora_config
+    from factrl.train.prefix_cache import FrozenPrefixCache
 
     s = settings or WeightedSFTSettings()
     device, dtype = training_precision(s.device, s.dtype, trainer="plain")
@@ -255,6 +260,8 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
                                                        "tokens": sum(lengths), "steps": total}, indent=1) + "\n")
     inner = model.base_model.model  # the causal LM with the LoRA layers in place
     pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    # only worth keeping when an example is seen again
+    prefix = FrozenPrefixCache(inner, budget_bytes=int(s.prefix_cache_gb * 2**30) if s.epochs > 1 else 0)
     model.train()
     t0, last_save = time.perf_counter(), time.perf_counter()
     with (out_dir / "log.jsonl").open("a") as log:
@@ -275,8 +282,13 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
             # position p predicts token p + 1: project only the positions with a target
             tgt, wts = tgt[:, 1:], wts[:, 1:]
             keep = tgt != -100
+            cached = prefix.covers(steps[step])
             with autocast:
-                hidden = inner.model(input_ids=ids, attention_mask=attn).last_hidden_state
+                if cached:
+                    hidden = prefix.forward(steps[step], attn)
+                else:
+                    with prefix.capture(steps[step], [len(r["input_ids"]) for r in rows]):
+                        hidden = inner.model(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
                 logits = inner.lm_head(hidden[:, :-1][keep]).float()
             ce = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="none")
             w = wts[keep]
@@ -291,7 +303,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
             opt.zero_grad(set_to_none=True)
             plain = float(ce.detach().mean())
             rec = {"step": step + 1, "of": total, "loss": round(float(loss.detach()), 4), "token_loss": round(plain, 4),
-                   "rows": len(rows), "width": width, "lr": lr_at(step),
+                   "rows": len(rows), "width": width, "lr": lr_at(step), "cached_prefix": cached,
                    "seconds": round(time.perf_counter() - t0, 1)}
             log.write(json.dumps(rec) + "\n")
             log.flush()
