@@ -453,3 +453,24 @@ def test_the_repetition_guard_is_refused_not_ignored(client):
     with pytest.raises(ValueError, match="no_repeat_ngram is a local-model option"):
         client.complete([CONV], GenerationConfig(max_new_tokens=4, no_repeat_ngram=3))
     assert client.stats.requests == 0
+
+
+def test_the_wal_switch_is_retried_while_another_process_holds_the_lock(tmp_path):
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+
+    class Locked:  # "database is locked" twice, then the pragma goes through
+        def __init__(self, conn, fails):
+            self.conn, self.fails, self.calls = conn, fails, 0
+
+        def execute(self, sql, *a):
+            self.calls += 1
+            if self.calls <= self.fails:
+                raise sqlite3.OperationalError("database is locked")
+            return self.conn.execute(sql, *a)
+
+    cache._conn = Locked(cache._conn, fails=2)
+    cache._wal(5.0)
+    assert cache._conn.calls == 3
+    cache._conn = Locked(cache._conn.conn, fails=10**6)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        cache._wal(0.05)  # past its timeout: the error, not a hang

@@ -38,12 +38,27 @@ class ResponseCache:
         self._conn = sqlite3.connect(str(self.path), timeout=busy_timeout, isolation_level=None,
                                      check_same_thread=False)
         self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._wal(busy_timeout)
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
         )
         self.hits = self.misses = 0
+
+    def _wal(self, busy_timeout: float) -> None:
+        """Switch the file to WAL mode. Processes opening a new file at once can get
+        "database is locked" from this pragma without sqlite's busy handler waiting (it
+        needs an exclusive lock), so it is retried with backoff within ``busy_timeout``."""
+        deadline, pause = time.monotonic() + busy_timeout, 0.01
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.path)!r})"
