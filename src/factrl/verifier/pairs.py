@@ -50,7 +50,8 @@ class Pair:
     multi-sentence gold rationale), ``annotated`` (a sentence labelled against the claim,
     Climate-FEVER), ``hard_negative`` (retrieved text that is not the claim's evidence:
     NOT ENOUGH INFO), ``cited`` (a sentence of a document an NEI claim cites) or
-    ``negated`` (a supported claim negated by rule against its gold rationale: REFUTE)."""
+    ``negated`` (a supported claim negated by rule against its gold rationale: REFUTE)
+    or ``nli`` (an SNLI hypothesis against its premise)."""
 
     source: str
     claim_id: str
@@ -123,7 +124,7 @@ class PairSource(Protocol):
     ``path`` names the file or folder it reads under that folder."""
 
     name: str
-    path: str
+    path: str  # under the data folder (an absolute path: a file elsewhere, e.g. a cache)
 
     def pairs(self, data_dir: Path, fractions: SplitFractions) -> list[Pair]: ...
 
@@ -132,6 +133,7 @@ PAIR_SOURCES: Registry[PairSource] = Registry("verifier pair source")
 for _name in ("scifact", "climate_fever", "feverous_s", "averitec", "veri_r1_offline"):
     PAIR_SOURCES.register_lazy(_name, "factrl.verifier.sources")
 PAIR_SOURCES.register_lazy("scifact_negated", "factrl.verifier.negation")
+PAIR_SOURCES.register_lazy("snli", "factrl.verifier.snli")
 
 
 def build_pairs(data_dir: Path | str, sources: Iterable[str], fractions: SplitFractions,
@@ -144,6 +146,8 @@ def build_pairs(data_dir: Path | str, sources: Iterable[str], fractions: SplitFr
         source = PAIR_SOURCES.get(name)
         if not (data_dir / source.path).exists():
             msg = f"verifier data: source {name!r} needs {data_dir / source.path}, which does not exist"
+            if getattr(source, "hint", ""):
+                msg += f" ({source.hint})"
             if on_missing == "skip":
                 if log:
                     log(msg + "; skipped")
