@@ -190,3 +190,22 @@ def test_negated_scifact_pairs_are_training_refutes_of_supported_claims(tmp_path
     # nothing from validation or held-out claims: those splits stay SciFact's own
     held = PAIR_SOURCES.get("scifact_negated").pairs(tmp_path, SplitFractions(held_out=0.99, validation=0.0))
     assert held == []
+
+
+def test_retrieved_scifact_negatives_are_training_nei_from_abstracts_the_claim_does_not_cite(tmp_path):
+    folder = _write_scifact(tmp_path / "scifact")
+    with (folder / "corpus.jsonl").open("a") as f:  # an abstract no claim cites, on their topics
+        f.write(json.dumps({"doc_id": 4, "title": "T4", "abstract": ["Fever in adults was measured daily.",
+                            "Vitamin C intake and colds were surveyed.", "Nothing else."], "structured": False}) + "\n")
+    pairs = build_pairs(tmp_path, ["scifact", "scifact_retrieved"], SplitFractions(held_out=0.0, validation=0.0))
+    got = [p for p in pairs if p.source == "scifact_retrieved"]
+    assert got and all(p.label == Label.NEI and p.kind == "retrieved" and p.split == "train" for p in got)
+    # claim 12 ("Vitamin C prevents colds.") cites abstract 2 only: its negatives come from elsewhere
+    assert [p.evidence for p in got if p.claim_id == "12"][0] == "Vitamin C intake and colds were surveyed."
+    # claims 10 and 11 cite abstract 1: no sentence of it is their negative
+    abstract1 = {"Aspirin lowers fever in adults.", "The trial enrolled adults.", "Aspirin dosage was fixed."}
+    assert not {p.evidence for p in got if p.claim_id in ("10", "11")} & abstract1
+    groups = {p.claim_id: p.group for p in pairs if p.source == "scifact"}
+    assert all(p.group == groups[p.claim_id] for p in got)
+    # nothing from validation or held-out claims
+    assert PAIR_SOURCES.get("scifact_retrieved").pairs(tmp_path, SplitFractions(held_out=0.99, validation=0.0)) == []

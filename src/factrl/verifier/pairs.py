@@ -51,7 +51,8 @@ class Pair:
     Climate-FEVER), ``hard_negative`` (retrieved text that is not the claim's evidence:
     NOT ENOUGH INFO), ``cited`` (a sentence of a document an NEI claim cites) or
     ``negated`` (a supported claim negated by rule against its gold rationale: REFUTE)
-    or ``nli`` (an SNLI hypothesis against its premise)."""
+    ``retrieved`` (an on-topic sentence of an abstract the claim does not cite: NOT
+    ENOUGH INFO) or ``nli`` (an SNLI hypothesis against its premise)."""
 
     source: str
     claim_id: str
@@ -130,7 +131,7 @@ class PairSource(Protocol):
 
 
 PAIR_SOURCES: Registry[PairSource] = Registry("verifier pair source")
-for _name in ("scifact", "climate_fever", "feverous_s", "averitec", "veri_r1_offline"):
+for _name in ("scifact", "scifact_retrieved", "climate_fever", "feverous_s", "averitec", "veri_r1_offline"):
     PAIR_SOURCES.register_lazy(_name, "factrl.verifier.sources")
 PAIR_SOURCES.register_lazy("scifact_negated", "factrl.verifier.negation")
 PAIR_SOURCES.register_lazy("snli", "factrl.verifier.snli")

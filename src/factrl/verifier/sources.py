@@ -17,7 +17,9 @@
   shown (``gold``), and the first non-gold passage shown (``hard_negative``).
 
 ``scifact_negated`` (opt-in, ``factrl.verifier.negation``): SciFact's training SUPPORT
-pairs with the claim negated by rule, as REFUTE pairs.
+pairs with the claim negated by rule, as REFUTE pairs. ``scifact_retrieved`` (opt-in):
+each training claim with the best BM25 sentences of abstracts it does not cite, as NOT
+ENOUGH INFO.
 
 FEVER's files and Veri-R1's ``train_online`` name evidence by id only (the Wikipedia dump
 is not here), so they give no pairs. Hard negatives are searched within one split, so no
@@ -36,8 +38,8 @@ from factrl.labels import Label
 from factrl.types import Claim
 from factrl.verifier.pairs import PAIR_SOURCES, Pair, SplitFractions, connected_groups, split_of
 
-__all__ = ["AveritecPairs", "ClimateFeverPairs", "FeverousSPairs", "SciFactPairs", "VeriR1OfflinePairs",
-           "titled"]
+__all__ = ["AveritecPairs", "ClimateFeverPairs", "FeverousSPairs", "SciFactPairs", "SciFactRetrievedPairs",
+           "VeriR1OfflinePairs", "titled"]
 
 _LABELS = (Label.SUPPORT, Label.REFUTE, Label.NEI)
 
@@ -87,6 +89,20 @@ def _load(name: str, source: Path, split: str) -> list[Claim]:
     return load_dataset(name, source, split).claims
 
 
+def _scifact(folder: Path) -> tuple[list[Claim], list[str], dict[str, Any], list[tuple[str, int]], _Ranker]:
+    """SciFact's training claims, their groups (claims sharing a cited or evidence
+    document), the corpus by id, its (document, sentence) rows and a BM25 over them."""
+    from factrl.corpus import read_corpus
+
+    claims = _load("scifact", folder, "train")
+    docs = {d.id: d for d in read_corpus(folder / "corpus.jsonl", "scifact")}
+    rows = [(doc_id, i) for doc_id, d in docs.items() for i in range(len(d.sentences))]
+    ranker = _Ranker([docs[d].sentences[i] for d, i in rows])
+    keys = [[*(f"doc:{d}" for d in c.meta.get("cited_doc_ids", [])),
+             *(f"doc:{e.doc_id}" for e in c.evidence)] or [f"claim:{c.id}"] for c in claims]
+    return claims, connected_groups(keys), docs, rows, ranker
+
+
 @dataclass(frozen=True)
 class SciFactPairs:
     name: str = "scifact"
@@ -95,17 +111,9 @@ class SciFactPairs:
     cited: int = 2  # sentences of the cited abstracts per NEI claim
 
     def pairs(self, data_dir: Path, fractions: SplitFractions) -> list[Pair]:
-        from factrl.corpus import read_corpus
-
-        folder = Path(data_dir) / self.path
-        claims = _load("scifact", folder, "train")
-        docs = {d.id: d for d in read_corpus(folder / "corpus.jsonl", "scifact")}
-        rows = [(doc_id, i) for doc_id, d in docs.items() for i in range(len(d.sentences))]
-        ranker = _Ranker([docs[d].sentences[i] for d, i in rows])
-        keys = [[*(f"doc:{d}" for d in c.meta.get("cited_doc_ids", [])),
-                 *(f"doc:{e.doc_id}" for e in c.evidence)] or [f"claim:{c.id}"] for c in claims]
+        claims, groups, docs, rows, ranker = _scifact(Path(data_dir) / self.path)
         out: list[Pair] = []
-        for claim, group in zip(claims, connected_groups(keys)):
+        for claim, group in zip(claims, groups):
             split = split_of(self.name, group, fractions)
 
             def pair(evidence: str, label: Label, kind: str) -> Pair:
@@ -128,6 +136,30 @@ class SciFactPairs:
                 cited = {str(d) for d in claim.meta.get("cited_doc_ids", [])} & set(docs)
                 hits = ranker.best(claim.text, self.cited, lambda r: rows[r][0] in cited)
                 out += [pair(docs[rows[r][0]].sentences[rows[r][1]], Label.NEI, "cited") for r in hits]
+        return out
+
+
+@dataclass(frozen=True)
+class SciFactRetrievedPairs:
+    """Opt-in NOT ENOUGH INFO pairs worded like the claim: for each *training* SciFact
+    claim, the best BM25 sentences of abstracts it neither cites nor takes evidence from
+    (``retrieved``), the way an agent's search finds on-topic sentences that decide
+    nothing. Validation and held-out claims give none."""
+
+    name: str = "scifact_retrieved"
+    path: str = "scifact"
+    per_claim: int = 2
+
+    def pairs(self, data_dir: Path, fractions: SplitFractions) -> list[Pair]:
+        claims, groups, docs, rows, ranker = _scifact(Path(data_dir) / self.path)
+        out: list[Pair] = []
+        for claim, group in zip(claims, groups):
+            if split_of("scifact", group, fractions) != "train" or claim.label not in _LABELS:
+                continue
+            own = {str(d) for d in claim.meta.get("cited_doc_ids", [])} | {str(e.doc_id) for e in claim.evidence}
+            for r in ranker.best(claim.text, self.per_claim, lambda r: str(rows[r][0]) not in own):
+                out.append(Pair(self.name, claim.id, claim.text, docs[rows[r][0]].sentences[rows[r][1]], Label.NEI,
+                                "retrieved", group, "train"))
         return out
 
 
@@ -256,6 +288,7 @@ class VeriR1OfflinePairs:
 
 
 PAIR_SOURCES.register("scifact")(SciFactPairs())
+PAIR_SOURCES.register("scifact_retrieved")(SciFactRetrievedPairs())
 PAIR_SOURCES.register("climate_fever")(ClimateFeverPairs())
 PAIR_SOURCES.register("feverous_s")(FeverousSPairs())
 PAIR_SOURCES.register("averitec")(AveritecPairs())
