@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from factrl.labels import Label
+from factrl.lm.agent import file_sha256 as _sha256
 from factrl.verifier.pairs import PAIR_SOURCES, Pair, SplitFractions
 
 __all__ = ["SNLI_FILES", "SNLIPairs", "fetch_snli", "read_snli", "snli_dir"]
@@ -49,14 +50,6 @@ def snli_dir() -> Path:
 
     env = os.environ.get("FACTRL_SNLI")
     return Path(env).expanduser() if env else cache_root() / "snli"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _sha256_bytes(data: bytes) -> str:
