@@ -112,3 +112,38 @@ def test_bad_recipe_sources_fail_by_name(tmp_path):
     result = _cli(["train", "factworld", "--out", str(tmp_path / "x"), "--from", "nope"])
     assert result.exit_code == 1 and "named recipe 'nope'" in result.output
     assert recipe_json(FactworldRecipe())["preset"] == "veri_r1_factworld_cpu"  # the default without --from
+
+
+def test_a_recipe_can_start_from_another_and_say_only_what_it_changes(tmp_path):
+    # the bundled variants name their base: the same settings as the base plus their own
+    base_fields, base_set = read_recipe_source("veri_r1_verdict_online")
+    fields, overrides = read_recipe_source("veri_r1_verdict_online_g8")
+    assert fields == base_fields
+    assert overrides == {**base_set, "grpo.max_steps": 25, "grpo.num_generations": 8, "rollout.batch_size": 24}
+    # a file may start from a bundled name or from a file beside it; later entries win
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mine.toml").write_text(
+        'from = "veri_r1_verdict_online"\n[recipe]\nteacher_claims = 100\n[set]\n"grpo.max_minutes" = 30\n')
+    (tmp_path / "sub" / "mine2.toml").write_text(
+        'from = "mine.toml"\n[recipe]\nentities = 50\n[set]\n"grpo.max_steps" = "null"\n')
+    fields, overrides = read_recipe_source(tmp_path / "sub" / "mine2.toml")
+    assert (fields["teacher_claims"], fields["entities"], fields["claims"]) == (100, 50, base_fields["claims"])
+    assert (overrides["grpo.max_minutes"], overrides["grpo.max_steps"]) == (30, None)
+    assert overrides["grpo.num_generations"] == base_set["grpo.num_generations"]
+
+
+def test_a_from_chain_that_loops_or_names_nothing_fails_by_name(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('from = "b.toml"\n')
+    b.write_text('from = "a.toml"\n[recipe]\nentities = 50\n')
+    with pytest.raises(ValueError, match=r"'from' loops: .*a\.toml -> .*b\.toml -> .*a\.toml"):
+        read_recipe_source(a)
+    a.write_text('from = "missing_recipe"\n')
+    with pytest.raises(ValueError, match="'from' = 'missing_recipe' is neither a bundled recipe nor a file beside it"):
+        read_recipe_source(a)
+    a.write_text('from = 3\n')
+    with pytest.raises(ValueError, match="'from' names a recipe"):
+        read_recipe_source(a)
+    a.write_text('from = "veri_r1_verdict_online"\n[recipe]\nteacher_nois = 0.1\n')
+    with pytest.raises(ValueError, match="unknown recipe setting.*teacher_nois"):
+        read_recipe_source(a)
