@@ -29,6 +29,14 @@ def files(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
+def test_a_refused_seed_is_an_error_naming_an_accepted_one(tmp_path: Path) -> None:
+    r = make(tmp_path / "w", "--entities", "60", "--claims", "750", "--hops", "3", "--distractors", "0",
+             "--paraphrase-rate", "0", seed="106")
+    assert r.exit_code == 1 and "only 207 of 250 distinct 3-hop SUPPORT claims" in r.output
+    assert "the first seed after 106 these settings accept is 107 (--seed 107)" in r.output
+    assert not (tmp_path / "w" / "manifest.json").exists()
+
+
 def test_same_seed_same_files(tmp_path: Path) -> None:
     knobs = ["--entities", "120", "--claims", "240", "--hops", "1:1,2:2", "--label-mix", "2,1,1",
              "--distractors", "0.1", "--paraphrase-rate", "0.3", "--splits", "0.5,0.25,0.25"]

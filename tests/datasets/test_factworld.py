@@ -189,6 +189,28 @@ def test_a_world_too_small_for_the_claims_says_so() -> None:
         generate(WorldConfig(seed=0, entities=20, claims=5000))
 
 
+# 3-hop claims from 60 entities: seed 106 holds 207 distinct SUPPORT chains of the 250 asked for, 107 enough
+NARROW = dict(entities=60, claims=750, hops=parse_hops("3"), distractors=0.0, paraphrase_rate=0.0)
+
+
+def test_a_refused_seed_names_the_next_one_these_settings_accept() -> None:
+    from dataclasses import replace
+
+    from factrl.datasets.factworld.claims import TooFewClaims
+    from factrl.datasets.factworld.generator import accepted_seed, refused_seed_message
+
+    cfg = WorldConfig(seed=106, **NARROW)
+    with pytest.raises(TooFewClaims, match="only 207 of 250 distinct 3-hop SUPPORT claims") as info:
+        generate(cfg)
+    assert accepted_seed(cfg) == 107
+    assert generate(replace(cfg, seed=107)).claims["train"]  # the named seed is accepted
+    assert refused_seed_message(info.value, cfg, "--seed ").endswith(
+        "; the first seed after 106 these settings accept is 107 (--seed 107)")
+    # a world that can never hold the claims: no seed within the tries
+    tiny = WorldConfig(seed=0, entities=20, claims=5000)
+    assert accepted_seed(tiny, tries=2) is None
+
+
 def test_documents_one_per_entity_with_stable_sentences(gen, table: Table) -> None:
     assert [d["id"] for d in table.docs] == list(table.entities)
     for doc in table.docs:

@@ -147,3 +147,11 @@ def test_a_from_chain_that_loops_or_names_nothing_fails_by_name(tmp_path):
     a.write_text('from = "veri_r1_verdict_online"\n[recipe]\nteacher_nois = 0.1\n')
     with pytest.raises(ValueError, match="unknown recipe setting.*teacher_nois"):
         read_recipe_source(a)
+
+
+def test_a_refused_world_seed_names_the_recipe_setting_and_a_seed_it_accepts(tmp_path):
+    result = _cli(["train", "factworld", "--out", str(tmp_path / "r"), "--device", "cpu", "--stage", "worlds",
+                   "--from", "haris_final_verification", "--recipe", "train_seed=106"])
+    assert result.exit_code == 1
+    assert "the training world (recipe setting train_seed = 106): the world gives only 207 of 250" in result.output
+    assert "accept is 107 (--recipe train_seed=107)" in result.output

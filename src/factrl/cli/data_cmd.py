@@ -35,6 +35,8 @@ def factworld(
     """Write a world: corpus.jsonl, world.json, claims/, averitec/, rar/, rar_short/ and manifest.json.
     The same seed and knobs give byte-identical files."""
     from factrl.datasets.factworld import SPLITS, WorldConfig, parse_hops, parse_label_mix, write_world
+    from factrl.datasets.factworld.claims import TooFewClaims
+    from factrl.datasets.factworld.generator import refused_seed_message
 
     try:
         shares = tuple(float(s) for s in splits.split(","))
@@ -46,6 +48,8 @@ def factworld(
                           paraphrase_rate=paraphrase_rate, unstated_rate=unstated_rate, splits=shares)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         gen = write_world(cfg, out, overwrite=overwrite)
+    except TooFewClaims as exc:
+        _fail(refused_seed_message(exc, cfg, "--seed "))
     except (ValueError, FileExistsError) as exc:
         _fail(str(exc))
     world = gen.world

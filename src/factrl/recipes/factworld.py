@@ -147,6 +147,8 @@ class FactworldRecipe:
 
 def _worlds(r: FactworldRecipe, out: Path) -> None:
     from factrl.datasets.factworld import WorldConfig, parse_hops, write_world
+    from factrl.datasets.factworld.claims import TooFewClaims
+    from factrl.datasets.factworld.generator import refused_seed_message
     from factrl.retrieval.index import build_index
 
     if r.train_short and not _is_rar(r):
@@ -163,8 +165,15 @@ def _worlds(r: FactworldRecipe, out: Path) -> None:
         short = (name == "heldout" and r.short_questions > 0) or (name == "world" and r.train_short)
         fresh = fresh or (short and not (d / "rar_short").is_dir())
         if fresh:
-            write_world(WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
-                                    paraphrase_rate=r.paraphrase_rate, distractors=r.distractors), d, overwrite=True)
+            cfg = WorldConfig(seed=seed, entities=r.entities, claims=claims, hops=parse_hops(r.hops),
+                              paraphrase_rate=r.paraphrase_rate, distractors=r.distractors)
+            try:
+                write_world(cfg, d, overwrite=True)
+            except TooFewClaims as exc:
+                what, field = {"world": ("training", "train_seed"), "heldout": ("held-out", "heldout_seed"),
+                               "validation": ("validation", "val_seed")}[name]
+                raise TooFewClaims(f"the {what} world (recipe setting {field} = {seed}): "
+                                   + refused_seed_message(exc, cfg, f"--recipe {field}=")) from None
         if fresh or not (d / "index" / "manifest.json").is_file():
             build_index(d / "corpus.jsonl", d / "index", overwrite=True, progress=False)
         if name == "world" and r.train_short:

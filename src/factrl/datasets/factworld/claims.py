@@ -25,7 +25,7 @@ from factrl.datasets.factworld.schema import NOT_FOUND, TYPES, Attribute, attrib
 from factrl.datasets.factworld.world import Entity, World
 from factrl.labels import Label
 
-__all__ = ["Hop", "WorldClaim", "ClaimMaker", "questions", "claim_row"]
+__all__ = ["Hop", "WorldClaim", "ClaimMaker", "TooFewClaims", "questions", "claim_row"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,11 @@ def _capitalise(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+class TooFewClaims(ValueError):
+    """The world cannot give as many distinct claims of a kind as were asked for (how many
+    distinct chains a world holds varies with its seed)."""
+
+
 class ClaimMaker:
     """Draws claims from one world with one ``random.Random``; never the same assertion
     (chain, final attribute, value) twice."""
@@ -81,7 +86,7 @@ class ClaimMaker:
         while len(out) < n:
             attempts += 1
             if attempts > 200 * n + 2000:
-                raise ValueError(f"the world gives only {len(out)} of {n} distinct {hops}-hop {label.value} claims; "
+                raise TooFewClaims(f"the world gives only {len(out)} of {n} distinct {hops}-hop {label.value} claims; "
                                  "use more entities or fewer claims, or another world seed (how many distinct "
                                  f"{hops}-hop chains a world holds varies with its seed)")
             claim = self._one(hops, label)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factrl.datasets.factworld.claims import ClaimMaker, WorldClaim, claim_row
+from factrl.datasets.factworld.claims import ClaimMaker, TooFewClaims, WorldClaim, claim_row
 from factrl.datasets.factworld.schema import RAR_PROMPTS, TYPES
 from factrl.datasets.factworld.short_questions import short_questions
 from factrl.datasets.factworld.world import World, build_world, document_sentences
@@ -288,6 +288,29 @@ def _tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
         mine = [r for r in rows if r["label"] == lab.value]
         out[lab.value] = {str(h): sum(r["meta"]["num_hops"] == h for r in mine) for h in range(1, MAX_HOPS + 1)}
     return out
+
+
+def accepted_seed(cfg: WorldConfig, *, tries: int = 50) -> int | None:
+    """The first seed after ``cfg.seed`` whose world gives every claim ``cfg`` asks for
+    (the rest of ``cfg`` unchanged), or None within ``tries`` seeds: what to suggest when
+    a seed is refused with :class:`~factrl.datasets.factworld.claims.TooFewClaims`."""
+    from dataclasses import replace
+
+    for seed in range(cfg.seed + 1, cfg.seed + 1 + tries):
+        try:
+            generate(replace(cfg, seed=seed))
+        except TooFewClaims:
+            continue
+        return seed
+    return None
+
+
+def refused_seed_message(exc: Exception, cfg: WorldConfig, flag: str) -> str:
+    """``exc``'s message with the nearest seed these settings accept, as ``flag`` sets it."""
+    seed = accepted_seed(cfg)
+    hint = (f"; the first seed after {cfg.seed} these settings accept is {seed} ({flag}{seed})" if seed is not None
+            else f"; none of the 50 seeds after {cfg.seed} is accepted with these settings either")
+    return f"{exc}{hint}"
 
 
 def write_world(cfg: WorldConfig, out: Path | str, *, overwrite: bool = False) -> GeneratedWorld:
