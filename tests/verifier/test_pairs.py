@@ -209,3 +209,20 @@ def test_retrieved_scifact_negatives_are_training_nei_from_abstracts_the_claim_d
     assert all(p.group == groups[p.claim_id] for p in got)
     # nothing from validation or held-out claims
     assert PAIR_SOURCES.get("scifact_retrieved").pairs(tmp_path, SplitFractions(held_out=0.99, validation=0.0)) == []
+
+
+def test_scifact_sources_share_one_read_of_the_corpus_while_it_is_unchanged(tmp_path, monkeypatch):
+    import factrl.verifier.sources as sources
+
+    built, real = [], sources._Ranker
+    monkeypatch.setattr(sources, "_Ranker", lambda texts: built.append(len(texts)) or real(texts))
+    folder = _write_scifact(tmp_path / "scifact")
+    fractions = SplitFractions(held_out=0.0, validation=0.0)
+    first = build_pairs(tmp_path, ["scifact", "scifact_retrieved"], fractions)
+    assert len(built) == 1  # one BM25 over the corpus's sentences for both sources
+    assert build_pairs(tmp_path, ["scifact"], fractions) == [p for p in first if p.source == "scifact"]
+    assert len(built) == 1
+    with (folder / "corpus.jsonl").open("a") as f:  # a changed corpus is read again
+        f.write(json.dumps({"doc_id": 5, "title": "T5", "abstract": ["One more sentence."], "structured": False}) + "\n")
+    build_pairs(tmp_path, ["scifact_retrieved"], fractions)
+    assert len(built) == 2 and built[1] == built[0] + 1

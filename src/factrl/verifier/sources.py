@@ -29,6 +29,7 @@ sentence (``Title: sentence``), since their sentences lean on it for the subject
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,8 +92,20 @@ def _load(name: str, source: Path, split: str) -> list[Claim]:
 
 def _scifact(folder: Path) -> tuple[list[Claim], list[str], dict[str, Any], list[tuple[str, int]], _Ranker]:
     """SciFact's training claims, their groups (claims sharing a cited or evidence
-    document), the corpus by id, its (document, sentence) rows and a BM25 over them."""
+    document), the corpus by id, its (document, sentence) rows and a BM25 over them; read
+    once a process while the files are unchanged (``scifact`` and ``scifact_retrieved``
+    share it; callers only read it)."""
+    stamps = tuple((p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else None
+                   for p in (folder / "corpus.jsonl", folder / "claims_train.jsonl"))
+    return _scifact_read(str(folder.resolve()), stamps)
+
+
+@functools.lru_cache(maxsize=2)
+def _scifact_read(folder_name: str, stamps: tuple[Any, ...]) -> tuple[list[Claim], list[str], dict[str, Any],
+                                                                    list[tuple[str, int]], _Ranker]:
     from factrl.corpus import read_corpus
+
+    folder = Path(folder_name)
 
     claims = _load("scifact", folder, "train")
     docs = {d.id: d for d in read_corpus(folder / "corpus.jsonl", "scifact")}
