@@ -96,15 +96,9 @@ def test_bad_recipe_sources_fail_by_name(tmp_path):
     with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_compare, haris_final_verification, haris_verdict"):
         read_recipe_source("nope")
     bad = tmp_path / "bad.toml"
-    bad.write_text('[recipe]\nteacher_nois = 0.1\n')
-    with pytest.raises(ValueError, match="unknown recipe setting.*teacher_nois"):
-        read_recipe_source(bad)
-    bad.write_text('[recipes]\nteacher_noise = 0.1\n')
-    with pytest.raises(ValueError, match=r"unknown table.*recipes"):
-        read_recipe_source(bad)
-    bad.write_text('[recipe\n')
-    with pytest.raises(ValueError, match="not valid TOML"):
-        read_recipe_source(bad)
+    _refused(bad, '[recipe]\nteacher_nois = 0.1\n', "unknown recipe setting.*teacher_nois")
+    _refused(bad, '[recipes]\nteacher_noise = 0.1\n', r"unknown table.*recipes")
+    _refused(bad, '[recipe\n', "not valid TOML")
     rec = tmp_path / "recipe.json"
     rec.write_text("[1, 2]")
     with pytest.raises(ValueError, match="JSON object"):
@@ -138,15 +132,15 @@ def test_a_from_chain_that_loops_or_names_nothing_fails_by_name(tmp_path):
     b.write_text('from = "a.toml"\n[recipe]\nentities = 50\n')
     with pytest.raises(ValueError, match=r"'from' loops: .*a\.toml -> .*b\.toml -> .*a\.toml"):
         read_recipe_source(a)
-    a.write_text('from = "missing_recipe"\n')
-    with pytest.raises(ValueError, match="'from' = 'missing_recipe' is neither a bundled recipe nor a file beside it"):
-        read_recipe_source(a)
-    a.write_text('from = 3\n')
-    with pytest.raises(ValueError, match="'from' names a recipe"):
-        read_recipe_source(a)
-    a.write_text('from = "veri_r1_verdict_online"\n[recipe]\nteacher_nois = 0.1\n')
-    with pytest.raises(ValueError, match="unknown recipe setting.*teacher_nois"):
-        read_recipe_source(a)
+    _refused(a, 'from = "missing_recipe"\n', "'from' = 'missing_recipe' is neither a bundled recipe nor a file beside it")
+    _refused(a, 'from = 3\n', "'from' names a recipe")
+    _refused(a, 'from = "veri_r1_verdict_online"\n[recipe]\nteacher_nois = 0.1\n', "unknown recipe setting.*teacher_nois")
+
+
+def _refused(path, text, match):
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        read_recipe_source(path)
 
 
 def test_a_refused_world_seed_names_the_recipe_setting_and_a_seed_it_accepts(tmp_path):
