@@ -209,3 +209,57 @@ def test_roles_sample_at_their_own_temperature_and_limits_in_one_batch():
     (seg,) = trajs[0].segments
     assert sum(len(t.token_ids) for t in seg.turns) == 3  # the helper's context cap
     assert all(len(t.token_ids) == 5 for t in trajs[1].turns)
+
+
+class ThreeTurnEnv:
+    """Any text is a turn; an observation follows each, three turns an episode."""
+
+    name, stop, max_turns, default_reward = "three_turns", (), 3, "veri_r1"
+
+    def reset(self, claim):
+        self.turns = 0
+        return [Message(role="system", content="Read each observation and go on. " * 4),
+                Message(role="user", content=claim.text)]
+
+    def step(self, text):
+        self.turns += 1
+        return StepResult(observation=f" Observation {self.turns}: two passages, one about rivers.",
+                          done=self.turns >= 3)
+
+    def result(self):
+        return EpisodeResult(verdict=Verdict())
+
+    def parse_verdict(self, text):
+        return Verdict()
+
+
+def test_a_real_model_prefills_only_new_tokens_on_later_turns_and_plays_the_same(tiny_lm, monkeypatch):
+    claims = [Claim(id=f"c{i}", text="word " * (3 + 7 * i), label="SUPPORT") for i in range(3)]
+    cfg = RolloutConfig(temperature=1.0, max_new_tokens=12, max_total_tokens=200, seed=3, batch_size=3)
+    caches = []
+    reuse = type(tiny_lm).reuse_turns
+
+    def spy(self, budget_gb=None):
+        cm = reuse(self, budget_gb)
+        caches.append(cm)
+        return cm
+
+    monkeypatch.setattr(type(tiny_lm), "reuse_turns", spy)
+    monkeypatch.setenv("FACTRL_TURN_CACHE_GB", "0")
+    plain = run_episodes(ThreeTurnEnv, claims, tiny_lm, cfg, score=False)
+    monkeypatch.setenv("FACTRL_TURN_CACHE_GB", "1")
+    stats = []
+    real_prefill = tiny_lm.__class__._prefill
+
+    def prefill(self, prompts, reserve):
+        stats.append(self._turns.stats if self._turns is not None else None)
+        return real_prefill(self, prompts, reserve)
+
+    monkeypatch.setattr(type(tiny_lm), "_prefill", prefill)
+    reused = run_episodes(ThreeTurnEnv, claims, tiny_lm, cfg, score=False)
+    assert len(caches) == 2  # drive opened the block on each run
+    assert [len(t.turns) for t in reused] == [5, 5, 5]  # three model turns, the observations between
+    assert [_key(t) for t in plain] == [_key(t) for t in reused]
+    last = stats[-1]
+    assert last is not None and last.hits == 6  # turns 2 and 3 of each episode
+    assert tiny_lm._turns is None

@@ -14,6 +14,7 @@ on. Finished trajectories are scored by the reward stage
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -106,7 +107,15 @@ def run_jobs(
 def drive(episodes: Sequence[Episode], lm: LM, config: RolloutConfig, *, lms: Mapping[str, LM] | None = None) -> None:
     """Run ``episodes`` to the end, one batched generate call per LM per round."""
     roles = dict(lms or {})
+    with contextlib.ExitStack() as scope:
+        # a context's next turn prefills only its new tokens (backends that can: HFLM's eager path)
+        for backend in {id(b): b for b in (lm, *roles.values())}.values():
+            if callable(reuse := getattr(backend, "reuse_turns", None)):
+                scope.enter_context(reuse())
+        _drive(episodes, lm, roles, config)
 
+
+def _drive(episodes: Sequence[Episode], lm: LM, roles: dict[str, LM], config: RolloutConfig) -> None:
     def lm_of(role: str) -> LM:
         return roles.get(role, lm)
 

@@ -119,6 +119,19 @@ def test_continue_final_message_extends_the_reply(url, tiny):
     assert out["choices"][0]["message"]["content"] == gen.text
 
 
+def test_a_conversation_prefills_only_what_its_last_request_added(url, tiny):
+    long = [{"role": "user", "content": "Tell me about the rivers of Africa, one by one. " * 6}]
+    reply = chat(url, messages=long, max_tokens=8, temperature=0)["choices"][0]["message"]["content"]
+    before = httpx.get(f"{url}/health").json()["turn_cache"]
+    grown = long + [{"role": "assistant", "content": reply}, {"role": "user", "content": "And the Nile?"}]
+    chat(url, messages=grown, max_tokens=8, temperature=0)
+    after = httpx.get(f"{url}/health").json()["turn_cache"]
+    assert after["hits"] == before["hits"] + 1
+    # the first prompt came from the first request's keys and values (its last token, the
+    # "\n" opening the reply, may merge with the reply's text when the template re-encodes it)
+    assert after["reused_tokens"] - before["reused_tokens"] >= len(tiny.chat_prompt_ids(long)) - 1
+
+
 def test_concurrent_requests_share_one_generate_call(serve, tiny):
     app = create_lm_app(tiny, model_id="tiny", limits=LMServerLimits(batch_window=0.3, max_tokens=16))
     url = serve(app)
@@ -320,7 +333,7 @@ def test_serve_lm_command_serves_the_model(tiny_dir, serve, monkeypatch):
     health = httpx.get(f"{seen['url']}/health").json()
     assert health["limits"]["max_tokens"] == 16 and health["limits"]["batch_window"] == 0.005
     # the generation batch follows the device (auto: the CPU here)
-    assert health["runtime"] == {"device": "cpu", "dtype": "float32", "max_batch_size": 32}
+    assert health["runtime"] == {"device": "cpu", "dtype": "float32", "max_batch_size": 32, "turn_cache_gb": 2.0}
     assert health["limits"]["max_batch"] == 32
     bad = CliRunner().invoke(app, ["serve", "lm", "--model", "openai:gpt-4o"])
     assert bad.exit_code == 2 and "already served behind an API" in bad.output
@@ -328,7 +341,7 @@ def test_serve_lm_command_serves_the_model(tiny_dir, serve, monkeypatch):
                                  "--max-batch", "5"])
     assert r.exit_code == 0, r.output
     health = httpx.get(f"{seen['url']}/health").json()
-    assert health["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 5}
+    assert health["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 5, "turn_cache_gb": 2.0}
     assert health["limits"]["max_batch"] == 5
     out = httpx.post(f"{seen['url']}/v1/chat/completions", timeout=60,
                      json={"model": str(tiny_dir), "messages": MESSAGES, "max_tokens": 4, "temperature": 0}).json()

@@ -33,9 +33,10 @@ scoring calls; :mod:`factrl.lm.hf_rows` what both share.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from factrl.lm.hf_rows import chunks
 from factrl.lm.hf_scoring import HFScoring
 from factrl.lm.loader import LMLoadError
 from factrl.lm.text import TokenTextMixin
+from factrl.lm.turn_cache import TurnCache, turn_cache_gb
 from factrl.types import Message
 
 # StopChecker and banned_next live in factrl.lm.hf_decode; re-exported for code importing them from here.
@@ -146,9 +148,38 @@ class HFLM(EagerDecode, HFScoring, TokenTextMixin):
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     def runtime_info(self) -> dict[str, Any]:
-        """Where and how this model runs, as a run records it: device, dtype and the
-        rows per forward pass (``max_batch_size``)."""
-        return {"device": str(self.device), "dtype": self.dtype, "max_batch_size": self.max_batch_size}
+        """Where and how this model runs, as a run records it: device, dtype, the rows
+        per forward pass (``max_batch_size``) and the turn cache's budget (GB; 0: off)."""
+        return {"device": str(self.device), "dtype": self.dtype, "max_batch_size": self.max_batch_size,
+                "turn_cache_gb": turn_cache_gb()}
+
+    # -- turns ---------------------------------------------------------------------------
+
+    @property
+    def turn_cache(self) -> TurnCache | None:
+        """The open :meth:`reuse_turns` block's cache (its ``stats``), or None."""
+        return self._turns
+
+    @contextlib.contextmanager
+    def reuse_turns(self, budget_gb: float | None = None) -> Iterator[TurnCache | None]:
+        """Within this block, a prompt that extends an earlier context prefills only the
+        new tokens (:mod:`factrl.lm.turn_cache`; the eager path: CPU, or ``engine="off"``).
+        ``budget_gb`` bounds the stored keys and values (default ``$FACTRL_TURN_CACHE_GB``,
+        else 2; 0 turns it off). Nested blocks share the outermost one's cache; it is
+        emptied when that block ends. Yields the cache (None when off)."""
+        if self._turns is not None:
+            yield self._turns
+            return
+        gb = turn_cache_gb() if budget_gb is None else float(budget_gb)
+        if gb <= 0:
+            yield None
+            return
+        self._turns = TurnCache(int(gb * 2**30))
+        try:
+            yield self._turns
+        finally:
+            self._turns.clear()
+            self._turns = None
 
     # -- text <-> ids --------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from factrl.lm.base import Generation, GenerationConfig, RowFailures
 from factrl.lm.engine.rng import uniform
 from factrl.lm.engine.sampling import choose_tokens
 from factrl.lm.hf_rows import HFRows
-from factrl.lm.kv_cache import drop_shared_padding, new_cache
+from factrl.lm.kv_cache import BufferedLayer, drop_shared_padding, new_cache
+from factrl.lm.turn_cache import weights_key
 
 __all__ = ["EagerDecode", "StopChecker", "active_dtype", "ban_repeats", "banned_next", "finite_rows", "row_seed"]
 
@@ -100,6 +101,8 @@ def active_dtype(model: Any, device: torch.device) -> torch.dtype:
 class EagerDecode(HFRows):
     """The eager sampling loop (a transformers forward per step), one chunk of rows at a time."""
 
+    _turns: Any = None  # a TurnCache while HFLM.reuse_turns() is open
+
     def _generate_chunk(
         self, prompts: list[list[int]], gens: list[int], cfgs: list[GenerationConfig],
         stops: list[StopChecker],
@@ -109,9 +112,7 @@ class EagerDecode(HFRows):
         # Identical prompts (a GRPO group) are prefilled once and their cache rows copied.
         slot: dict[tuple[int, ...], int] = {}
         row_slot = [slot.setdefault(tuple(p), len(slot)) for p in prompts]
-        ids, attn = self._left_pad([list(p) for p in slot])
-        cache = new_cache(self.model.config, reserve=min(max(caps), 256))
-        logits = self._forward(ids, attn, cache, (attn.cumsum(-1) - 1).clamp(min=0))
+        cache, logits, attn = self._prefill([list(p) for p in slot], reserve=min(max(caps), 256))
         if len(slot) < len(prompts):
             index = torch.tensor(row_slot, device=attn.device)
             cache.batch_select_indices(index)
@@ -139,6 +140,11 @@ class EagerDecode(HFRows):
                     finish[r] = ("stop", hit)
                 elif len(out_ids[r]) < caps[r]:  # each row stops at its own budget
                     keep.append(b)
+            turns = self._turns
+            if turns is not None and len(keep) < len(live):
+                kept = set(keep)
+                self._store_finished(turns, cache, attn, {b: prompts[live[b]] + out_ids[live[b]][:-1]
+                                                          for b in range(len(live)) if b not in kept})
             if not keep:
                 break
             if len(keep) < len(live):
@@ -156,6 +162,56 @@ class EagerDecode(HFRows):
                        finish_reason=finish[r][0], stop=finish[r][1])
             for r in range(len(prompts))
         ]
+
+    def _prefill(self, prompts: list[list[int]], reserve: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """A KV cache holding ``prompts`` (left-padded), the last position's logits and
+        the attention mask. Inside :meth:`~factrl.lm.hf.HFLM.reuse_turns`, a prompt that
+        starts like a stored context (:mod:`factrl.lm.turn_cache`) runs only what follows
+        that prefix: the prefixes are laid right-aligned before the left-padded rests, the
+        mask's holes cover both paddings, and positions are given per row."""
+        cache = new_cache(self.model.config, reserve=reserve)
+        turns = self._turns
+        taken: list[Any] = [None] * len(prompts)
+        lengths = [0] * len(prompts)
+        if turns is not None and all(isinstance(layer, BufferedLayer) for layer in getattr(cache, "layers", ())):
+            turns.check((*weights_key(self.model), active_dtype(self.model, self.device)))
+            for b, p in enumerate(prompts):  # one at a time: an entry taken whole is gone for the next
+                if (found := turns.lookup(p)) is not None:
+                    taken[b], lengths[b] = turns.take(*found), found[1]
+        width = max(lengths)
+        if not width:
+            ids, attn = self._left_pad(prompts)
+            return cache, self._forward(ids, attn, cache, (attn.cumsum(-1) - 1).clamp(min=0)), attn
+        like = next(t for t in taken if t is not None)
+        for i, layer in enumerate(cache.layers):
+            k0, v0 = like[i]
+            keys = k0.new_zeros((len(prompts), k0.shape[0], width, k0.shape[-1]))
+            values = v0.new_zeros((len(prompts), v0.shape[0], width, v0.shape[-1]))
+            for b, t in enumerate(taken):
+                if t is not None:
+                    keys[b, :, width - lengths[b]:] = t[i][0]
+                    values[b, :, width - lengths[b]:] = t[i][1]
+            layer.update(keys.to(self.device), values.to(self.device))
+        ids, rest = self._left_pad([p[n:] for p, n in zip(prompts, lengths)])
+        head = torch.zeros((len(prompts), width), dtype=rest.dtype, device=rest.device)
+        for b, n in enumerate(lengths):
+            head[b, width - n:] = 1
+        start = torch.tensor(lengths, device=rest.device)[:, None]
+        pos = start + (rest.cumsum(-1) - 1).clamp(min=0)
+        attn = torch.cat([head, rest], dim=-1)
+        return cache, self._forward(ids, attn, cache, pos), attn
+
+    def _store_finished(self, turns: Any, cache: Any, attn: torch.Tensor, finished: dict[int, list[int]]) -> None:
+        """Leave in ``turns`` the keys and values of the batch rows that just finished
+        (batch row -> its tokens: the prompt and every generated token but the last, not yet run)."""
+        layers = getattr(cache, "layers", ())
+        if not layers or not all(isinstance(layer, BufferedLayer) for layer in layers) or layers[0].length != attn.shape[1]:
+            return
+        for b, tokens in finished.items():
+            valid = attn[b].bool()
+            if int(valid.sum()) != len(tokens):
+                continue  # a count mismatch means the mask no longer maps to these tokens
+            turns.put(tokens, [(layer.keys[b][:, valid].clone(), layer.values[b][:, valid].clone()) for layer in layers])
 
     def _forward(self, ids: torch.Tensor, attn: torch.Tensor, cache: Any, pos: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -200,9 +200,12 @@ def create_lm_app(lm: LM, *, model_id: str, limits: LMServerLimits | None = None
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
-        batcher.start()
-        yield
-        await batcher.stop()
+        # a conversation's next request prefills only its new tokens (HFLM's turn cache)
+        reuse = getattr(lm, "reuse_turns", None)
+        with reuse() if callable(reuse) else nullcontext():
+            batcher.start()
+            yield
+            await batcher.stop()
 
     app = FastAPI(title="factrl LM server", lifespan=lifespan)
     app.state.batcher = batcher
@@ -270,6 +273,8 @@ def create_lm_app(lm: LM, *, model_id: str, limits: LMServerLimits | None = None
             "backend_calls": batcher.calls,
             # where the model runs (device, dtype, rows per forward pass), for a local one
             **({"runtime": lm.runtime_info()} if callable(getattr(lm, "runtime_info", None)) else {}),
+            # prompt tokens taken from earlier requests' keys and values instead of prefilled
+            **({"turn_cache": asdict(turns.stats)} if (turns := getattr(lm, "turn_cache", None)) is not None else {}),
         })
 
     return app
