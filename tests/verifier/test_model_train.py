@@ -255,3 +255,48 @@ def test_bad_pairs_are_refused_clearly(tiny_base, tmp_path):
     with pytest.raises(TypeError, match="pair 0"):
         v.predict([None], ["b"])
     assert v.predict([], []).shape == (0, 3)
+
+
+def test_distill_loss_is_zero_at_the_teacher_and_scaled_by_t_squared():
+    from factrl.verifier.train import _distill_loss
+
+    t = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]])
+    assert float(_distill_loss(t.clone(), t, 2.0)) == pytest.approx(0.0, abs=1e-7)
+    s = torch.zeros(2, 3)
+    p = torch.softmax(t / 2.0, -1)
+    kl = float((p * (p.log() - torch.log(torch.full_like(p, 1 / 3)))).sum(-1).mean())
+    assert float(_distill_loss(s, t, 2.0)) == pytest.approx(4.0 * kl, rel=1e-5)
+
+
+def test_a_student_moves_toward_its_teacher(tmp_path, tiny_base):
+    """A shallower student distilled from a trained teacher only (distill_weight 1) ends
+    nearer the teacher's distributions than the same run without the teacher."""
+    from factrl.verifier.asset import load_verifier
+    from factrl.verifier.model import build_tiny_encoder
+    from factrl.verifier.train import train_verifier
+
+    base = str(build_tiny_encoder(tmp_path / "base3", layers=3))
+    pairs = _pairs(48)
+    teacher = train_verifier(_config(base, epochs=6.0), tmp_path / "teacher", pairs=pairs, log=lambda s: None)
+    logs: list[str] = []
+    student = train_verifier(_config(base, epochs=3.0, layers=2, teacher=str(teacher.final_dir), distill_weight=1.0),
+                             tmp_path / "student", pairs=pairs, log=logs.append)
+    plain = train_verifier(_config(base, epochs=3.0, layers=2), tmp_path / "plain", pairs=pairs, log=lambda s: None)
+    assert any("with the teacher" in s for s in logs)
+    info = json.loads((student.final_dir / "verifier.json").read_text())
+    assert info["training"]["teacher"] == str(teacher.final_dir) and info["training"]["distill_weight"] == 1.0
+    claims, evidence = [p.claim for p in pairs], [p.evidence for p in pairs]
+    target = torch.softmax(torch.from_numpy(load_verifier(str(teacher.final_dir), precision="fp32")
+                                            .logits(claims, evidence)), -1)
+
+    def kl(run) -> float:
+        q = torch.log_softmax(torch.from_numpy(load_verifier(str(run.final_dir), precision="fp32")
+                                               .logits(claims, evidence)), -1)
+        return float((target * (target.log() - q)).sum(-1).mean())
+
+    assert kl(student) < kl(plain)
+
+
+def test_bad_distillation_settings_are_refused(tiny_base):
+    with pytest.raises(ValueError, match="distill_weight must be in"):
+        _config(tiny_base, distill_weight=1.5)

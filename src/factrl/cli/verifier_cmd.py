@@ -44,6 +44,10 @@ def train_verifier_cmd(
                                      "epoch (repeatable), e.g. scifact=2."),
     init_from: Path = typer.Option(None, "--init-from", help="Start from a trained verifier (RUN/final): "
                                    "continued training."),
+    teacher: str = typer.Option(None, "--teacher", help="Distil from a trained verifier (factrl-verifier, an asset "
+                                "or RUN/final): the loss also matches its softened logits."),
+    distill_weight: float = typer.Option(0.5, "--distill-weight", help="The teacher's share of the loss (0-1)."),
+    distill_temperature: float = typer.Option(2.0, "--distill-temperature", help="Softening of both logits."),
     max_minutes: float = typer.Option(None, "--max-minutes", help="Stop (with a checkpoint) after this long; "
                                       "run the same command again to resume."),
     save_minutes: float = typer.Option(5.0, "--save-minutes"),
@@ -64,12 +68,15 @@ def train_verifier_cmd(
             data_dir=str(data_dir), sources=_sources(sources), epochs=epochs, batch_size=batch_size,
             learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2.0 * lora_r, max_length=max_length,
             layers=layers, held_out=held_out, validation=validation, seed=seed, base=base, max_train_pairs=max_train_pairs,
-            max_minutes=max_minutes, save_minutes=save_minutes, threads=threads)
+            max_minutes=max_minutes, save_minutes=save_minutes, threads=threads, teacher=teacher,
+            distill_weight=distill_weight, distill_temperature=distill_temperature)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    from factrl.verifier.asset import VerifierAssetError
+
     try:
         outcome = train_verifier(config, out, log=lambda s: typer.echo(s, err=True), finish=finish)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, VerifierAssetError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{outcome.status}: step {outcome.step}/{outcome.total_steps}"

@@ -69,6 +69,12 @@ class VerifierTrainConfig:
     max_train_pairs: int | None = None  # a seeded subset (smoke runs and tests)
     repeat: dict[str, int] = field(default_factory=dict)  # source -> times its training pairs appear an epoch
     init_from: str | None = None  # start from a trained delta (a run's final/ folder): continued training
+    # distillation: a trained verifier (a name such as factrl-verifier, an asset or a run's
+    # final/ folder) whose logits at distill_temperature the loss also matches, weighted
+    # distill_weight against the labels' cross-entropy (a shallower student keeps its teacher's reading)
+    teacher: str | None = None
+    distill_weight: float = 0.5
+    distill_temperature: float = 2.0
     max_minutes: float | None = None
     save_minutes: float = 5.0
     log_seconds: float = 30.0
@@ -83,6 +89,9 @@ class VerifierTrainConfig:
             raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}")
         if not self.sources:
             raise ValueError("at least one pair source is needed")
+        if not 0.0 <= self.distill_weight <= 1.0 or self.distill_temperature <= 0:
+            raise ValueError(f"distill_weight must be in [0, 1] and distill_temperature > 0, got "
+                             f"{self.distill_weight} and {self.distill_temperature}")
         self.model_config()  # the architecture's own checks (lora_r, max_length, layers)
         bad = {k: v for k, v in self.repeat.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
         if bad:
@@ -187,6 +196,30 @@ def _class_weights(targets: Sequence[int], mode: str) -> list[float]:
     return (w / (w * counts).sum() * counts.sum()).tolist()
 
 
+def _teacher_logits(config: VerifierTrainConfig, train: Sequence[Pair], log: Callable[[str], None]) -> np.ndarray:
+    """The teacher's logits for each training pair (fp32, each distinct pair scored once)."""
+    from factrl.verifier.asset import load_verifier
+
+    teacher = load_verifier(str(config.teacher), precision="fp32")
+    distinct = list(dict.fromkeys((p.claim, p.evidence) for p in train))
+    log(f"[factrl verifier] scoring {len(distinct)} distinct training pairs with the teacher {config.teacher}")
+    started = time.monotonic()
+    logits = teacher.logits([c for c, _ in distinct], [e for _, e in distinct])
+    log(f"[factrl verifier] teacher done in {time.monotonic() - started:.0f}s")
+    row = {pair: i for i, pair in enumerate(distinct)}
+    return np.asarray(logits, dtype=np.float32)[[row[(p.claim, p.evidence)] for p in train]]
+
+
+def _distill_loss(student: Any, teacher: Any, temperature: float) -> Any:
+    """KL(teacher ‖ student) of the temperature-softened distributions, times T² (the
+    gradient's scale then matches the labels' cross-entropy)."""
+    import torch.nn.functional as F
+
+    t = temperature
+    return F.kl_div(F.log_softmax(student / t, -1), F.log_softmax(teacher / t, -1), log_target=True,
+                    reduction="batchmean") * t * t
+
+
 def _atomic_save(obj: Any, path: Path) -> None:
     import torch
 
@@ -288,6 +321,7 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     enc = {k: enc[k] for k in ("input_ids", "token_type_ids") if k in enc}
     lengths = [len(x) for x in enc["input_ids"]]
     targets = [p.target for p in train]
+    soft = _teacher_logits(config, train, log) if config.teacher else None
     per_epoch = math.ceil(len(train) / config.batch_size)
     total = max(1, math.ceil(per_epoch * config.epochs))
     warmup = int(total * config.warmup_ratio)
@@ -345,6 +379,9 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
             torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: the same on resumption
             logits = model(**_tensors(batch, enc, int(tokenizer.pad_token_id or 0)))
             loss = loss_fn(logits, torch.tensor([targets[i] for i in batch]))
+            if soft is not None:
+                loss = (1 - config.distill_weight) * loss + config.distill_weight * _distill_loss(
+                    logits, torch.from_numpy(soft[batch]), config.distill_temperature)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
