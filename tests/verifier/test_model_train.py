@@ -295,6 +295,19 @@ def test_a_student_moves_toward_its_teacher(tmp_path, tiny_base):
         return float((target * (target.log() - q)).sum(-1).mean())
 
     assert kl(student) < kl(plain)
+    # the same settings with another delta behind the teacher's name are other data: no resumption
+    _swap(teacher.final_dir, plain.final_dir)
+    with pytest.raises(ValueError, match="teacher's logits changed"):
+        train_verifier(_config(base, epochs=3.0, layers=2, teacher=str(teacher.final_dir), distill_weight=1.0),
+                       tmp_path / "student", pairs=pairs, log=lambda s: None)
+
+
+def _swap(a: Path, b: Path) -> None:
+    """Put run ``b``'s delta and calibration where run ``a``'s were."""
+    import shutil
+
+    for name in ("delta.safetensors", "verifier.json"):
+        shutil.copy(Path(b) / name, Path(a) / name)
 
 
 def test_bad_distillation_settings_are_refused(tiny_base):

@@ -322,6 +322,8 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
     lengths = [len(x) for x in enc["input_ids"]]
     targets = [p.target for p in train]
     soft = _teacher_logits(config, train, log) if config.teacher else None
+    if soft is not None:  # a teacher that changed under its name (a new shipped delta) is other data
+        fingerprint += ":teacher:" + hashlib.sha256((np.round(soft, 3) + 0.0).tobytes()).hexdigest()
     per_epoch = math.ceil(len(train) / config.batch_size)
     total = max(1, math.ceil(per_epoch * config.epochs))
     warmup = int(total * config.warmup_ratio)
@@ -343,7 +345,8 @@ def train_verifier(config: VerifierTrainConfig, out_dir: Path | str, *,
             raise ValueError(f"{ckpt} was written with other settings ({', '.join(changed)}); "
                              "use another --out or the same settings")
         if state["fingerprint"] != fingerprint:
-            raise ValueError(f"{ckpt} was trained on other data (the pairs changed); use another --out")
+            raise ValueError(f"{ckpt} was trained on other data (the pairs or the teacher's logits changed); "
+                             "use another --out")
         load_delta(model, state["delta"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
