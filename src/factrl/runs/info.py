@@ -16,7 +16,11 @@ RUN_INFO_FILE = "run.json"
 # every invocation: a resumption may re-score a finished run with other ones.
 # Where a run goes on (device, episodes and rows per forward pass) is no setting of its
 # results: each row samples with its own seed whatever shares its batch. Its dtype is.
-_VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params", "device", "batch_size", "max_batch_size"})
+# Keys and values kept between turns (turn_cache_gb) change fp32 results by nothing and bf16
+# ones by rounding, as another CPU's kernels do: a run interrupted before the cache existed
+# resumes with it.
+_VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params", "device", "batch_size", "max_batch_size",
+                            "turn_cache_gb"})
 # What a run recorded before the key existed: every earlier local run was float32.
 _ABSENT_INFO = {"dtype": "float32"}
 
