@@ -16,7 +16,7 @@ from factrl.lm.base import Generation, GenerationConfig, RowFailures
 from factrl.lm.engine.rng import uniform
 from factrl.lm.engine.sampling import choose_tokens
 from factrl.lm.hf_rows import HFRows
-from factrl.lm.kv_cache import BufferedLayer, drop_shared_padding, new_cache
+from factrl.lm.kv_cache import drop_shared_padding, is_buffered, new_cache
 from factrl.lm.turn_cache import weights_key
 
 __all__ = ["EagerDecode", "StopChecker", "active_dtype", "ban_repeats", "banned_next", "finite_rows", "row_seed"]
@@ -173,7 +173,7 @@ class EagerDecode(HFRows):
         turns = self._turns
         taken: list[Any] = [None] * len(prompts)
         lengths = [0] * len(prompts)
-        if turns is not None and all(isinstance(layer, BufferedLayer) for layer in getattr(cache, "layers", ())):
+        if turns is not None and is_buffered(cache):
             turns.check((*weights_key(self.model), active_dtype(self.model, self.device)))
             for b, p in enumerate(prompts):  # one at a time: an entry taken whole is gone for the next
                 if (found := turns.lookup(p)) is not None:
@@ -204,9 +204,9 @@ class EagerDecode(HFRows):
     def _store_finished(self, turns: Any, cache: Any, attn: torch.Tensor, finished: dict[int, list[int]]) -> None:
         """Leave in ``turns`` the keys and values of the batch rows that just finished
         (batch row -> its tokens: the prompt and every generated token but the last, not yet run)."""
-        layers = getattr(cache, "layers", ())
-        if not layers or not all(isinstance(layer, BufferedLayer) for layer in layers) or layers[0].length != attn.shape[1]:
+        if not is_buffered(cache) or cache.layers[0].length != attn.shape[1]:
             return
+        layers = cache.layers
         for b, tokens in finished.items():
             valid = attn[b].bool()
             if int(valid.sum()) != len(tokens):

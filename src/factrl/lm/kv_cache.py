@@ -9,7 +9,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-__all__ = ["BufferedLayer", "new_cache", "drop_shared_padding"]
+__all__ = ["BufferedLayer", "new_cache", "drop_shared_padding", "is_buffered"]
 
 
 class BufferedLayer(DynamicLayer):
@@ -68,14 +68,20 @@ def new_cache(config: Any, reserve: int) -> DynamicCache:
     return cache
 
 
+def is_buffered(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a :class:`BufferedLayer` (plain full attention)."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(isinstance(layer, BufferedLayer) for layer in layers)
+
+
 def drop_shared_padding(attn: torch.Tensor, cache: Any) -> torch.Tensor:
     """Cut leading columns that are padding in every remaining row (from the mask and the cache).
 
     Positions are passed explicitly, so removing all-padding columns changes nothing but cost.
     """
-    layers = getattr(cache, "layers", None)
-    if not layers or not all(isinstance(layer, BufferedLayer) for layer in layers):
+    if not is_buffered(cache):
         return attn
+    layers = cache.layers
     used = attn.any(dim=0).nonzero()
     cut = int(used[0]) if len(used) else 0
     if cut == 0:
