@@ -84,11 +84,14 @@ class FrozenPrefixCache:
         finally:
             handle.remove()
 
-    def forward(self, rows: Sequence[int], attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, rows: Sequence[int], attention_mask: torch.Tensor,
+                past_key_values: Any = None) -> torch.Tensor:
         """The backbone's last hidden state for ``rows`` (all held), from the trained
-        blocks alone."""
+        blocks alone. With ``past_key_values`` (a shared prompt before every row,
+        :mod:`factrl.train.shared_prompt`) the held states are those after the prompt and
+        ``attention_mask`` covers the prompt too."""
         backbone = self.lm.model
-        width = attention_mask.shape[1]
+        width = attention_mask.shape[1] - (past_key_values.get_seq_length() if past_key_values is not None else 0)
         first = self.states[rows[0]]
         hidden = first.new_zeros((len(rows), width, first.shape[-1]))
         for b, row in enumerate(rows):
@@ -98,7 +101,8 @@ class FrozenPrefixCache:
         full = backbone.layers
         backbone.layers = torch.nn.ModuleList(list(full)[self.k :])
         try:
-            out = backbone(inputs_embeds=hidden, attention_mask=attention_mask, use_cache=False).last_hidden_state
+            out = backbone(inputs_embeds=hidden, attention_mask=attention_mask, past_key_values=past_key_values,
+                           use_cache=past_key_values is not None).last_hidden_state
         finally:
             backbone.layers = full
         self.hits += len(rows)
