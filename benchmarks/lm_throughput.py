@@ -9,7 +9,7 @@ for the whole run). ``--group G`` repeats each claim G times, as GRPO rollouts d
 safetensors cache, in a fresh temporary cache) against a load from the cache.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/lm_throughput.py [--batch-sizes 1 8 32]
-        [--new-tokens 128] [--prompt-tokens 300] [--group 1] [--threads N] [--skip-load]
+        [--new-tokens 128] [--prompt-tokens 300] [--group 1] [--threads N] [--dtype bfloat16] [--skip-load]
         [--json out.json]
 """
 
@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=300, help="about this many prompt tokens (0: whole Figure 9)")
     ap.add_argument("--group", type=int, default=1, help="rows per claim (GRPO group); identical prompts are prefilled once")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--dtype", default="float32", help="float32 / bfloat16 weights (bf16: FACTRL_CPU_ATTENTION applies)")
     ap.add_argument("--skip-load", action="store_true", help="skip the GGUF-vs-cache load timing")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -96,7 +97,7 @@ def main() -> None:
 
     load_avg_before = os.getloadavg()
     loads = _time_load(args.skip_load)
-    lm = load_lm("smollm2", max_batch_size=max(args.batch_sizes))
+    lm = load_lm("smollm2", max_batch_size=max(args.batch_sizes), device="cpu", dtype=args.dtype)
     eos = sorted(lm.eos_token_ids)
 
     def no_eos(module, inputs, output):  # keep every row generating for the whole run
@@ -126,7 +127,7 @@ def main() -> None:
     info = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "runtime": lm.runtime_info(),
         "load_avg_before": load_avg_before, "load_avg_after": os.getloadavg(),
         **loads, "rows": rows,
     }

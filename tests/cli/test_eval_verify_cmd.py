@@ -296,7 +296,7 @@ def test_verify_runs_on_the_requested_device_and_dtype(setup):
     r = runner.invoke(app, ["verify", "Rivers flow to the sea.", "--index", str(index), "--model", str(model),
                             "--json", "--max-new-tokens", "4", "--device", "cpu", "--dtype", "bf16"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 32, "turn_cache_gb": 2.0}
+    assert json.loads(r.stdout)["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 32, "turn_cache_gb": 2.0, "cpu_attention": "native"}
 
 
 def test_eval_records_device_dtype_and_batch_and_resumes_only_in_the_same_dtype(setup, tmp_path):

@@ -78,7 +78,7 @@ def test_a_tiny_model_loads_in_bfloat16_on_cpu_and_generates(tiny_dir):
 
     lm = load_lm(str(tiny_dir), device="cpu", dtype="bfloat16")
     assert all(p.dtype == torch.bfloat16 for p in lm.model.parameters())
-    assert lm.runtime_info() == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 32, "turn_cache_gb": 2.0}
+    assert lm.runtime_info() == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 32, "turn_cache_gb": 2.0, "cpu_attention": "native"}
     prompt = lm.chat_prompt_ids([{"role": "user", "content": "Is the Nile long?"}])
     (gen,) = lm.generate([prompt], GenerationConfig(max_new_tokens=6, temperature=0.0))
     assert len(gen.token_ids) == 6 and all(isinstance(x, float) and x <= 0 for x in gen.logprobs)

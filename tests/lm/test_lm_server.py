@@ -333,7 +333,7 @@ def test_serve_lm_command_serves_the_model(tiny_dir, serve, monkeypatch):
     health = httpx.get(f"{seen['url']}/health").json()
     assert health["limits"]["max_tokens"] == 16 and health["limits"]["batch_window"] == 0.005
     # the generation batch follows the device (auto: the CPU here)
-    assert health["runtime"] == {"device": "cpu", "dtype": "float32", "max_batch_size": 32, "turn_cache_gb": 2.0}
+    assert health["runtime"] == {"device": "cpu", "dtype": "float32", "max_batch_size": 32, "turn_cache_gb": 2.0, "cpu_attention": "native"}
     assert health["limits"]["max_batch"] == 32
     bad = CliRunner().invoke(app, ["serve", "lm", "--model", "openai:gpt-4o"])
     assert bad.exit_code == 2 and "already served behind an API" in bad.output
@@ -341,7 +341,7 @@ def test_serve_lm_command_serves_the_model(tiny_dir, serve, monkeypatch):
                                  "--max-batch", "5"])
     assert r.exit_code == 0, r.output
     health = httpx.get(f"{seen['url']}/health").json()
-    assert health["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 5, "turn_cache_gb": 2.0}
+    assert health["runtime"] == {"device": "cpu", "dtype": "bfloat16", "max_batch_size": 5, "turn_cache_gb": 2.0, "cpu_attention": "native"}
     assert health["limits"]["max_batch"] == 5
     out = httpx.post(f"{seen['url']}/v1/chat/completions", timeout=60,
                      json={"model": str(tiny_dir), "messages": MESSAGES, "max_tokens": 4, "temperature": 0}).json()

@@ -32,5 +32,6 @@ def test_a_run_from_before_the_turn_cache_resumes_with_it_and_a_dtype_change_is_
     path.write_text(json.dumps(before))
     check_run_info(path, {**before, "turn_cache_gb": 2.0}, force=False)
     check_run_info(path, {**before, "turn_cache_gb": 0.0}, force=False)
+    check_run_info(path, {**before, "turn_cache_gb": 2.0, "cpu_attention": "float32"}, force=False)
     with pytest.raises(RunMismatchError, match="dtype"):
         check_run_info(path, {**before, "dtype": "float32", "turn_cache_gb": 0.0}, force=False)

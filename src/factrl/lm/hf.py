@@ -50,6 +50,8 @@ from factrl.lm.hf_rows import chunks
 from factrl.lm.hf_scoring import HFScoring
 from factrl.lm.loader import LMLoadError
 from factrl.lm.text import TokenTextMixin
+from factrl.lm.autocast_weights import cast_frozen_weights
+from factrl.lm.f32_attention import cpu_attention
 from factrl.lm.turn_cache import TurnCache, turn_cache_gb
 from factrl.types import Message
 
@@ -149,9 +151,10 @@ class HFLM(EagerDecode, HFScoring, TokenTextMixin):
 
     def runtime_info(self) -> dict[str, Any]:
         """Where and how this model runs, as a run records it: device, dtype, the rows
-        per forward pass (``max_batch_size``) and the turn cache's budget (GB; 0: off)."""
+        per forward pass (``max_batch_size``), the turn cache's budget (GB; 0: off) and the
+        CPU's attention precision under bf16 (:mod:`factrl.lm.f32_attention`)."""
         return {"device": str(self.device), "dtype": self.dtype, "max_batch_size": self.max_batch_size,
-                "turn_cache_gb": turn_cache_gb()}
+                "turn_cache_gb": turn_cache_gb(), "cpu_attention": cpu_attention()}
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -165,14 +168,20 @@ class HFLM(EagerDecode, HFScoring, TokenTextMixin):
         """Within this block, a prompt that extends an earlier context prefills only the
         new tokens (:mod:`factrl.lm.turn_cache`; the eager path: CPU, or ``engine="off"``).
         ``budget_gb`` bounds the stored keys and values (default ``$FACTRL_TURN_CACHE_GB``,
-        else 2; 0 turns it off). Nested blocks share the outermost one's cache; it is
-        emptied when that block ends. Yields the cache (None when off)."""
-        if self._turns is not None:
+        else 2; 0 turns it off). Under CPU autocast the frozen weights are cast once for
+        the block, not once a call (:mod:`factrl.lm.autocast_weights`). Nested blocks share
+        the outermost one's cache; it is emptied when that block ends. Yields the cache
+        (None when off)."""
+        if self._turns is not None or self._casts is not None:  # nested: the outermost block's
             yield self._turns
             return
         gb = turn_cache_gb() if budget_gb is None else float(budget_gb)
+        self._casts = {}  # frozen weights cast once for the block (factrl.lm.autocast_weights)
         if gb <= 0:
-            yield None
+            try:
+                yield None
+            finally:
+                self._casts = None
             return
         self._turns = TurnCache(int(gb * 2**30))
         try:
@@ -180,6 +189,7 @@ class HFLM(EagerDecode, HFScoring, TokenTextMixin):
         finally:
             self._turns.clear()
             self._turns = None
+            self._casts = None
 
     # -- text <-> ids --------------------------------------------------------------------
 
@@ -237,7 +247,7 @@ class HFLM(EagerDecode, HFScoring, TokenTextMixin):
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
+            with cast_frozen_weights(self.model, self.device, self._casts), torch.inference_mode():
                 for chunk in chunks(order, self.max_batch_size):
                     gens = [seeds[i] for i in chunk]
                     checkers = [stops.setdefault(tuple(cfgs[i].stop), StopChecker(self.tokenizer, cfgs[i].stop))

@@ -15,6 +15,7 @@ import torch
 from factrl.lm.base import Generation, GenerationConfig, RowFailures
 from factrl.lm.engine.rng import uniform
 from factrl.lm.engine.sampling import choose_tokens
+from factrl.lm.f32_attention import store_dtype
 from factrl.lm.hf_rows import HFRows
 from factrl.lm.kv_cache import drop_shared_padding, is_buffered, new_cache
 from factrl.lm.turn_cache import weights_key
@@ -102,6 +103,7 @@ class EagerDecode(HFRows):
     """The eager sampling loop (a transformers forward per step), one chunk of rows at a time."""
 
     _turns: Any = None  # a TurnCache while HFLM.reuse_turns() is open
+    _casts: Any = None  # frozen weights' autocast casts while it is open (factrl.lm.autocast_weights)
 
     def _generate_chunk(
         self, prompts: list[list[int]], gens: list[int], cfgs: list[GenerationConfig],
@@ -169,12 +171,12 @@ class EagerDecode(HFRows):
         starts like a stored context (:mod:`factrl.lm.turn_cache`) runs only what follows
         that prefix: the prefixes are laid right-aligned before the left-padded rests, the
         mask's holes cover both paddings, and positions are given per row."""
-        cache = new_cache(self.model.config, reserve=reserve)
+        cache = new_cache(self.model.config, reserve=reserve, store_dtype=self._store_dtype())
         turns = self._turns
         taken: list[Any] = [None] * len(prompts)
         lengths = [0] * len(prompts)
         if turns is not None and is_buffered(cache):
-            turns.check((*weights_key(self.model), active_dtype(self.model, self.device)))
+            turns.check((*weights_key(self.model), active_dtype(self.model, self.device), self._store_dtype()))
             for b, p in enumerate(prompts):  # one at a time: an entry taken whole is gone for the next
                 if (found := turns.lookup(p)) is not None:
                     taken[b], lengths[b] = turns.take(*found), found[1]
@@ -200,6 +202,12 @@ class EagerDecode(HFRows):
         pos = start + (rest.cumsum(-1) - 1).clamp(min=0)
         attn = torch.cat([head, rest], dim=-1)
         return cache, self._forward(ids, attn, cache, pos), attn
+
+    def _store_dtype(self) -> torch.dtype | None:
+        """float32 for a CPU model computing in bf16/fp16 with SDPA (:mod:`factrl.lm.f32_attention`)."""
+        if getattr(self.model.config, "_attn_implementation", None) != "sdpa":
+            return None
+        return store_dtype(self.device, active_dtype(self.model, self.device))
 
     def _store_finished(self, turns: Any, cache: Any, attn: torch.Tensor, finished: dict[int, list[int]]) -> None:
         """Leave in ``turns`` the keys and values of the batch rows that just finished

@@ -19,9 +19,10 @@ class BufferedLayer(DynamicLayer):
     costs about a third of a CPU decode step. ``keys``/``values`` are views of the buffer.
     """
 
-    def __init__(self, reserve: int) -> None:
+    def __init__(self, reserve: int, store_dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.reserve, self.length = reserve, 0
+        self.store_dtype = store_dtype  # None: the keys' own (factrl.lm.f32_attention keeps float32)
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
 
@@ -38,7 +39,7 @@ class BufferedLayer(DynamicLayer):
         return self._views()
 
     def _resized(self, buf: torch.Tensor | None, like: torch.Tensor, size: int) -> torch.Tensor:
-        new = like.new_empty((*like.shape[:2], size, like.shape[-1]))
+        new = like.new_empty((*like.shape[:2], size, like.shape[-1]), dtype=self.store_dtype or like.dtype)
         if buf is not None and self.length:
             new[:, :, : self.length] = buf[:, :, : self.length]
         return new
@@ -60,11 +61,13 @@ class BufferedLayer(DynamicLayer):
             self._views()
 
 
-def new_cache(config: Any, reserve: int) -> DynamicCache:
+def new_cache(config: Any, reserve: int, store_dtype: torch.dtype | None = None) -> DynamicCache:
+    """A cache of :class:`BufferedLayer` s (plain full-attention models; others keep their
+    own layers and ``store_dtype`` does not apply to them)."""
     cache = DynamicCache(config=config)
     # Only plain full-attention layers are swapped; sliding/linear layers keep their own logic.
     if cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers):
-        cache.layers = [BufferedLayer(reserve) for _ in cache.layers]
+        cache.layers = [BufferedLayer(reserve, store_dtype) for _ in cache.layers]
     return cache
 
 

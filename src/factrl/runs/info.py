@@ -18,9 +18,10 @@ RUN_INFO_FILE = "run.json"
 # results: each row samples with its own seed whatever shares its batch. Its dtype is.
 # Keys and values kept between turns (turn_cache_gb) change fp32 results by nothing and bf16
 # ones by rounding, as another CPU's kernels do: a run interrupted before the cache existed
-# resumes with it.
+# resumes with it. So does float32 attention over a float32 cache for a bf16 CPU model
+# (cpu_attention): bf16 rounding of the attention's arithmetic, no other computation.
 _VOLATILE_INFO = frozenset({"limit", "skipped_rows", "metric_params", "device", "batch_size", "max_batch_size",
-                            "turn_cache_gb"})
+                            "turn_cache_gb", "cpu_attention"})
 # What a run recorded before the key existed: every earlier local run was float32.
 _ABSENT_INFO = {"dtype": "float32"}
 
