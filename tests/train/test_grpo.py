@@ -216,3 +216,57 @@ def test_curves_draw_profacts_process_rewards(tmp_path):
     assert curve_series(read_metrics(path))["Rollout rewards"] == {
         "total": ([1, 2], [1.5, 1.5]), "label": ([1, 2], [0.3, 0.3]),
         "question METEOR": ([1, 2], [0.9, 0.9]), "question-answer METEOR": ([1, 2], [0.7, 0.7])}
+
+
+def _lora_bf16(tiny_model, out):
+    cfg = load_run_config(
+        REPO / "tests" / "fixtures" / "tiny_grpo.toml",
+        {"model.id": str(tiny_model), "output_dir": str(out), "model.lora": True, "model.lora_layers": 1,
+         "data.data_dir": str(REPO / "tests" / "fixtures" / "tiny_claims.jsonl"),
+         "grpo.max_steps": 2, "grpo.bf16": True, "grpo.gradient_checkpointing": False},
+    )
+    assert isinstance(cfg, GRPORunConfig)
+    return cfg
+
+
+def test_cpu_bf16_frozen_weight_casts_change_no_number(tiny_model, tmp_path):
+    """LoRA on a CPU under bf16 autocast: the frozen weights cast once a run train to the
+    same rollouts, losses and weights as autocast's casts at every call."""
+    runs = {}
+    for cast in (True, False):
+        VowelEnv.autocast_seen.clear()
+        final = train_grpo(_lora_bf16(tiny_model, tmp_path / str(cast)), cast_weights=cast)
+        assert VowelEnv.autocast_seen and all(VowelEnv.autocast_seen)
+        rows = [r for r in read_metrics(tmp_path / str(cast) / "metrics.jsonl") if "loss" in r]
+        runs[cast] = ([(r["loss"], r["grad_norm"], r["rewards/reward_total/mean"]) for r in rows], _weights(final))
+    (m1, w1), (m0, w0) = runs[True], runs[False]
+    assert len(m1) == 2 and m1 == m0
+    assert w1.keys() == w0.keys() and all(torch.equal(w1[k], w0[k]) for k in w1)
+    assert all(v.dtype == torch.float32 for v in w1.values())
+    base = _weights(tiny_model)
+    assert any(not torch.equal(base[k], w1[k]) for k in base)  # it trained
+
+
+def test_frozen_weight_casts_hold_for_a_step_and_give_the_float32_weights_back(tiny_model):
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from factrl.train.callbacks import FrozenWeightCasts
+    from factrl.train.lora import lora_config
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(tiny_model)),
+                           lora_config(str(tiny_model), r=4, alpha=8, layers=1,
+                                       targets=["q_proj", "v_proj"]))
+    frozen = {n: p for n, p in model.named_parameters() if not p.requires_grad and p.dim() == 2 and "embed" not in n}
+    before = {n: p.detach().clone() for n, p in frozen.items()}
+    cb = FrozenWeightCasts(torch.bfloat16)
+    for _ in range(2):  # the casts are kept across steps
+        cb.on_step_begin(None, None, None, model=model)
+        assert all(p.dtype == torch.bfloat16 for p in frozen.values())
+        assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+        assert all(torch.equal(p, before[n].to(torch.bfloat16)) for n, p in frozen.items())
+        cb.on_step_end(None, None, None)
+        assert all(p.dtype == torch.float32 and torch.equal(p, before[n]) for n, p in frozen.items())
+    cb.on_step_begin(None, None, None, model=model)
+    cb.release()  # training stopped inside a step
+    assert all(p.dtype == torch.float32 for p in frozen.values())

@@ -186,3 +186,43 @@ def test_train_sft_cli_decision_weight(teacher_run, tmp_path):
     res = CliRunner().invoke(app, ["train", "sft", "--trajectories", str(teacher_run), "--out", str(tmp_path / "x"),
                                    "--init-adapter", str(tmp_path)])
     assert res.exit_code == 2 and "needs --decision-weight" in res.output
+
+
+def test_bf16_sft_frozen_weight_casts_change_no_number(teacher_run, tmp_path, monkeypatch):
+    """On a CPU under bf16 autocast the frozen weights are cast once a run (held through
+    each backward): the same losses and weights as autocast's casts at every call."""
+    pytest.importorskip("peft")
+    import contextlib
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import factrl.lm.autocast_weights as aw
+    from factrl.lm.tiny import build_tiny_model
+    from factrl.train.weighted_sft import WeightedSFTSettings, train_weighted_sft
+
+    tiny = build_tiny_model(tmp_path / "tiny", layers=2, hidden=64, heads=4)
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    examples, _ = weighted_examples(select_correct(read_trajectories(teacher_run)), tok, decision_weight=4.0)
+    settings = WeightedSFTSettings(learning_rate=1e-2, tokens_per_batch=1, lora_r=4, lora_alpha=8, lora_layers=1,
+                                   lora_target_modules=["q_proj", "v_proj"], dtype="bfloat16", epochs=2.0)
+    swapped = []
+    real = aw.cast_frozen_weights
+
+    @contextlib.contextmanager
+    def counting(*a, **k):
+        with real(*a, **k) as n:
+            swapped.append(n)
+            yield n
+
+    monkeypatch.setattr(aw, "cast_frozen_weights", counting)
+    cast = train_weighted_sft(examples * 2, str(tiny), tmp_path / "cast", settings)
+    assert swapped and min(swapped) >= 6  # the bottom block's four attention and three MLP weights, at least
+    monkeypatch.setattr(aw, "cast_frozen_weights", lambda *a, **k: contextlib.nullcontext(0))
+    plain = train_weighted_sft(examples * 2, str(tiny), tmp_path / "plain", settings)
+    logs = [[(r["loss"], r["token_loss"]) for r in map(json.loads, (p.parent / "log.jsonl").read_text().splitlines())]
+            for p in (cast, plain)]
+    assert len(logs[0]) >= 2 and logs[0] == logs[1]
+    a = AutoModelForCausalLM.from_pretrained(str(cast)).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(str(plain)).state_dict()
+    assert all(a[k].dtype == torch.float32 and torch.equal(a[k], b[k]) for k in a)

@@ -32,15 +32,18 @@ Casts = dict[int, tuple[torch.Tensor, int, torch.Tensor]]  # id(weight) -> (weig
 
 
 @contextmanager
-def cast_frozen_weights(model: torch.nn.Module, device: torch.device, store: Casts | None = None) -> Iterator[int]:
+def cast_frozen_weights(model: torch.nn.Module, device: torch.device, store: Casts | None = None,
+                        dtype: torch.dtype | None = None) -> Iterator[int]:
     """Within this block, ``model``'s frozen float32 linear weights hold their autocast
     dtype's values (see the module's docstring), taken from ``store`` or cast into it;
     yields how many were swapped. Enter it outside ``torch.inference_mode`` (a kept cast
-    is used again later)."""
-    if device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+    is used again later). ``dtype`` names the autocast dtype for a block entered outside
+    autocast whose model calls all run under it (a trainer's step, its backward
+    included: :class:`factrl.train.callbacks.FrozenWeightCasts`)."""
+    if device.type != "cpu" or (dtype is None and not torch.is_autocast_enabled("cpu")):
         yield 0
         return
-    dtype = torch.get_autocast_dtype("cpu")
+    dtype = dtype or torch.get_autocast_dtype("cpu")
     if dtype not in (torch.bfloat16, torch.float16):
         yield 0
         return

@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "read_metrics", "curve_series", "plot_curves"]
+__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "FrozenWeightCasts", "read_metrics", "curve_series", "plot_curves"]
 
 
 class JsonlMetricsCallback(TrainerCallback):
@@ -38,6 +38,43 @@ class JsonlMetricsCallback(TrainerCallback):
                "wall_time": round(time.time(), 3)}
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
+
+
+class FrozenWeightCasts(TrainerCallback):
+    """A CPU mixed-precision trainer's frozen float32 weights cast once a run, not at
+    every call: from each step's beginning to its end (the rollouts, the loss's forwards
+    and the backward, all under ``dtype`` autocast) they hold their ``dtype`` casts,
+    kept across steps (frozen weights do not change;
+    :func:`factrl.lm.autocast_weights.cast_frozen_weights` casts one again if it does).
+    Every product is the one autocast computed (bit for bit); between steps (logging,
+    checkpoints) and after training the float32 weights are back. :meth:`release` puts
+    them back if training stops inside a step."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+        self.casts: dict = {}
+        self._held: Any = None
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        import torch
+
+        from factrl.lm.autocast_weights import cast_frozen_weights
+
+        self.release()
+        if model is not None:
+            self._held = cast_frozen_weights(model, torch.device("cpu"), self.casts, dtype=self.dtype)
+            self._held.__enter__()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.release()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.release()
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.__exit__(None, None, None)
 
 
 class TimeBudgetCallback(TrainerCallback):

@@ -84,18 +84,22 @@ def train_grpo(
     make_env: Any = None,
     reward: Any = None,
     lms: dict[str, Any] | None = None,
+    cast_weights: bool = True,
 ) -> Path:
     """Run GRPO; returns the directory of the final model (``<output_dir>/final``).
 
     A caller that composes stages (HARIS's coordinated training) may pass the training
     ``claims`` (instead of the config's data split), the environment factory, the reward
-    (e.g. with a judge LM) and ``lms`` for roles other than the trained policy."""
+    (e.g. with a judge LM) and ``lms`` for roles other than the trained policy.
+    ``cast_weights=False`` leaves CPU mixed precision's frozen-weight casts to autocast
+    (the same numbers, slower: :class:`factrl.train.callbacks.FrozenWeightCasts`)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from factrl.lm.device import describe_device
-    from factrl.train.callbacks import JsonlMetricsCallback, NonFiniteGradGuard, TimeBudgetCallback, plot_curves
+    from factrl.lm.device import describe_device, torch_dtype
+    from factrl.train.callbacks import (FrozenWeightCasts, JsonlMetricsCallback, NonFiniteGradGuard,
+                                        TimeBudgetCallback, plot_curves)
     from factrl.train.rollout_adapter import EnvRollout, contexts_per_trajectory, reward_functions, trained_roles
     from factrl.train.setup import run_env_factory, run_reward
     from factrl.train.trl_lm_head import compact_lm_head
@@ -148,6 +152,9 @@ def train_grpo(
                                   targets=m.lora_target_modules, layers=m.lora_layers)
     model_path = resolve_model_path(cfg.model.id)
     compact_lm_head()  # the CPU scores completion tokens only, as CUDA does (trl_lm_head)
+    # CPU mixed precision: frozen weights cast once a run, not at every call (bit-identical)
+    casts = (FrozenWeightCasts(torch_dtype(ran.model.dtype))
+             if ran.model.device == "cpu" and ran.model.dtype in ("bfloat16", "float16") and cast_weights else None)
     trainer = GRPOTrainer(
         model=model_path,
         reward_funcs=funcs,
@@ -156,7 +163,7 @@ def train_grpo(
         rollout_func=rollout,
         peft_config=peft_config,
         callbacks=[NonFiniteGradGuard(), JsonlMetricsCallback(out / "metrics.jsonl")]
-        + ([TimeBudgetCallback(g.max_minutes)] if g.max_minutes else []),
+        + ([TimeBudgetCallback(g.max_minutes)] if g.max_minutes else []) + ([casts] if casts else []),
     )
     _say(
         f"GRPO: {len(train_claims)} training claims, model {cfg.model.id} on {ran.model.device} "
@@ -164,7 +171,11 @@ def train_grpo(
         + (f", {rows} completions per trajectory (one per trained context)" if rows > 1 else "")
         + (f", resuming from {ckpt.name}" if ckpt else "")
     )
-    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    finally:
+        if casts:
+            casts.release()
     final = out / "final"
     model = trainer.model
     if cfg.model.lora:

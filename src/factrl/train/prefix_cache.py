@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["FrozenPrefixCache", "frozen_blocks"]
+__all__ = ["FrozenPrefixCache", "frozen_blocks", "only_blocks"]
 
 SUPPORTED = ("llama",)
 
@@ -42,6 +42,20 @@ def frozen_blocks(causal_lm: Any) -> int:
         if any(p.requires_grad for p in block.parameters()):
             return i
     return 0  # nothing trains in the blocks: not a setting this cache is for
+
+
+@contextmanager
+def only_blocks(backbone: Any, start: int = 0, stop: int | None = None) -> Iterator[None]:
+    """Within this block ``backbone`` (a Llama decoder stack) runs its decoder blocks
+    ``start:stop`` alone: from hidden states at block ``start`` (``inputs_embeds``) or up
+    to block ``stop``. Each block keeps its own layer index, so it reads and writes its own
+    layer of a KV cache."""
+    full = backbone.layers
+    backbone.layers = torch.nn.ModuleList(list(full)[start:stop])
+    try:
+        yield
+    finally:
+        backbone.layers = full
 
 
 class FrozenPrefixCache:
@@ -98,12 +112,8 @@ class FrozenPrefixCache:
             s = self.states[row]
             hidden[b, : s.shape[0]] = s
         hidden = hidden.to(attention_mask.device)
-        full = backbone.layers
-        backbone.layers = torch.nn.ModuleList(list(full)[self.k :])
-        try:
+        with only_blocks(backbone, self.k):
             out = backbone(inputs_embeds=hidden, attention_mask=attention_mask, past_key_values=past_key_values,
                            use_cache=past_key_values is not None).last_hidden_state
-        finally:
-            backbone.layers = full
         self.hits += len(rows)
         return out

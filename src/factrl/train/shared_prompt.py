@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from factrl.train.prefix_cache import only_blocks
+
 __all__ = ["SharedPrompts", "SharedPromptRunner", "find_shared_prompts", "MIN_SHARED_TOKENS"]
 
 SUPPORTED = ("llama",)
@@ -122,13 +124,10 @@ class SharedPromptRunner:
             hook = backbone.layers[self.k].register_forward_pre_hook(
                 lambda _m, args, kwargs: held.append((args[0] if args else kwargs["hidden_states"]).detach()),
                 with_kwargs=True)
-            full = backbone.layers
-            backbone.layers = torch.nn.ModuleList(list(full)[: self.k + 1])  # up to the hook, no further
             try:
-                with torch.no_grad():
+                with only_blocks(backbone, 0, self.k + 1), torch.no_grad():  # up to the hook, no further
                     backbone(input_ids=ids, past_key_values=cache, use_cache=True)
             finally:
-                backbone.layers = full
                 hook.remove()
             kv = [(cache.layers[j].keys.detach(), cache.layers[j].values.detach()) for j in range(self.k)]
             self._frozen[prompt] = (held[0], kv)
@@ -147,12 +146,8 @@ class SharedPromptRunner:
             backbone(input_ids=ids, past_key_values=cache, use_cache=True)
         else:
             hidden, kv = self._frozen_part(prompt, device)
-            full = backbone.layers
-            backbone.layers = torch.nn.ModuleList(list(full)[self.k :])
-            try:  # the trained blocks write their layers (their own indices) of the empty cache
+            with only_blocks(backbone, self.k):  # the trained blocks write their own layers of the cache
                 backbone(inputs_embeds=hidden, past_key_values=cache, use_cache=True)
-            finally:
-                backbone.layers = full
             for j, (keys, values) in enumerate(kv):
                 cache.layers[j].update(keys, values)
         for layer in cache.layers:

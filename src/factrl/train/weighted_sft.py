@@ -23,6 +23,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,7 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     from factrl.train.lora import lora_config
     from factrl.train.prefix_cache import FrozenPrefixCache, frozen_blocks
     from factrl.train.shared_prompt import SharedPromptRunner, find_shared_prompts, supported
+    from factrl.lm.autocast_weights import cast_frozen_weights
 
     s = settings or WeightedSFTSettings()
     device, dtype = training_precision(s.device, s.dtype, trainer="plain")
@@ -299,40 +301,45 @@ def train_weighted_sft(examples: Sequence[dict[str, list]], model_path: str, out
     pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
     # only worth keeping when an example is seen again
     prefix = FrozenPrefixCache(inner, budget_bytes=int(s.prefix_cache_gb * 2**30) if s.epochs > 1 else 0)
+    casts: dict = {}
     model.train()
     t0, last_save = time.perf_counter(), time.perf_counter()
     with (out_dir / "log.jsonl").open("a") as log:
         for step in range(start, total):
-            logits, targets, w, cached = [], [], [], True
-            with autocast:
-                # rows beginning with the same shared prompt run together after it (once)
-                for prompt, members in _by_prompt(steps[step], shared.of):
-                    cut = len(shared.prompts[prompt]) if prompt >= 0 else 0
-                    ids, attn, tgt, wts = _padded([examples[i] for i in members], cut, pad, device)
-                    # position p predicts token p + 1: project only the positions with a target
-                    tgt, wts = tgt[:, 1:], wts[:, 1:]
-                    keep = tgt != -100
-                    past = runner.prompt_cache(prompt, len(members), ids.device) if cut else None
-                    if cut:
-                        attn = torch.cat([attn.new_ones((len(members), cut)), attn], dim=-1)
-                    if prefix.covers(members):
-                        hidden = prefix.forward(members, attn, past)
-                    else:
-                        cached = False
-                        with prefix.capture(members, [len(examples[i]["input_ids"]) - cut for i in members]):
-                            hidden = inner.model(input_ids=ids, attention_mask=attn, past_key_values=past,
-                                                 use_cache=past is not None).last_hidden_state
-                    logits.append(inner.lm_head(hidden[:, :-1][keep]).float())
-                    targets.append(tgt[keep])
-                    w.append(wts[keep])
-            rows = [examples[i] for i in steps[step]]
-            width = max(len(r["input_ids"]) for r in rows)
-            logits, target, w = torch.cat(logits), torch.cat(targets), torch.cat(w)
-            ce = torch.nn.functional.cross_entropy(logits, target, reduction="none")
-            loss = (ce * w).sum() / w.sum()
+            # under CPU autocast the frozen weights are cast once a run, not once a step;
+            # the casts are held through the backward, which reads them
+            with ExitStack() as casting:
+                logits, targets, w, cached = [], [], [], True
+                with autocast:
+                    casting.enter_context(cast_frozen_weights(model, torch.device(device), casts))
+                    # rows beginning with the same shared prompt run together after it (once)
+                    for prompt, members in _by_prompt(steps[step], shared.of):
+                        cut = len(shared.prompts[prompt]) if prompt >= 0 else 0
+                        ids, attn, tgt, wts = _padded([examples[i] for i in members], cut, pad, device)
+                        # position p predicts token p + 1: project only the positions with a target
+                        tgt, wts = tgt[:, 1:], wts[:, 1:]
+                        keep = tgt != -100
+                        past = runner.prompt_cache(prompt, len(members), ids.device) if cut else None
+                        if cut:
+                            attn = torch.cat([attn.new_ones((len(members), cut)), attn], dim=-1)
+                        if prefix.covers(members):
+                            hidden = prefix.forward(members, attn, past)
+                        else:
+                            cached = False
+                            with prefix.capture(members, [len(examples[i]["input_ids"]) - cut for i in members]):
+                                hidden = inner.model(input_ids=ids, attention_mask=attn, past_key_values=past,
+                                                     use_cache=past is not None).last_hidden_state
+                        logits.append(inner.lm_head(hidden[:, :-1][keep]).float())
+                        targets.append(tgt[keep])
+                        w.append(wts[keep])
+                rows = [examples[i] for i in steps[step]]
+                width = max(len(r["input_ids"]) for r in rows)
+                logits, target, w = torch.cat(logits), torch.cat(targets), torch.cat(w)
+                ce = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+                loss = (ce * w).sum() / w.sum()
+                scaler.scale(loss).backward()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
-            scaler.scale(loss).backward()
             scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             scaler.step(opt)
