@@ -8,7 +8,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "FrozenWeightCasts", "read_metrics", "curve_series", "plot_curves"]
+__all__ = ["JsonlMetricsCallback", "TimeBudgetCallback", "FrozenWeightCasts", "read_metrics", "curve_series",
+           "plot_curves"]
 
 
 class JsonlMetricsCallback(TrainerCallback):
