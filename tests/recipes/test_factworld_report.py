@@ -79,3 +79,52 @@ def test_a_control_that_trained_nothing_is_called_vacuous_not_a_null(tmp_path):
     text = (out / "report.md").read_text()
     assert "**control invert_mask trained nothing**: grad norm 0 at all 3 updates" in text
     assert "control flip_advantage trained nothing" not in text
+
+
+def test_real_vs_controls_pairs_each_control_with_the_last_real_checkpoint_and_the_pick():
+    from factrl.recipes.factworld_report import real_vs_controls
+
+    ids = [str(i) for i in range(10)]
+    correct = {"warmup": dict.fromkeys(ids, False),
+               "grpo@50%": {i: int(i) < 8 for i in ids},   # 8 right
+               "grpo@100%": {i: int(i) < 6 for i in ids},  # 6 right
+               "control-shuffle_rewards@100%": {i: int(i) in (0, 9) for i in ids}}
+    pairs = real_vs_controls(correct, picked="grpo@50%")
+    assert [(p["control"], p["real"]) for p in pairs] == [("control-shuffle_rewards@100%", "grpo@100%"),
+                                                           ("control-shuffle_rewards@100%", "grpo@50%")]
+    last, pick = pairs
+    assert (last["real_only_right"], last["control_only_right"], last["n"]) == (5, 1, 10)
+    assert (pick["real_only_right"], pick["control_only_right"]) == (7, 1)
+    assert last["real_accuracy"] == 0.6 and last["control_accuracy"] == 0.2
+    assert 0.2 < last["mcnemar_p"] < 0.25 and pick["mcnemar_p"] < last["mcnemar_p"]  # exact: 2 * P(X <= 1 | 6)
+    # the pick is the last checkpoint, or the warm-up: only the same-budget comparison
+    assert len(real_vs_controls(correct, picked="grpo@100%")) == 1
+    assert len(real_vs_controls(correct, picked="warmup")) == 1
+    assert real_vs_controls({"warmup": correct["warmup"], "control-x@100%": correct["warmup"]}) == []
+
+
+def test_a_control_that_beats_the_warm_up_is_named_and_the_real_run_is_tested_against_it(tmp_path):
+    clean = _teach(tmp_path, "clean")
+    confused = _teach(tmp_path, "confused", teacher_confusion="REFUTE->SUPPORT:1.0")
+    n_refute = sum(str(t.claim.label) == "REFUTE" for t in read_trajectories(clean / "teach" / "trajectories.jsonl"))
+    assert n_refute >= 6  # enough discordant claims for p < 0.05
+    out = tmp_path / "report"
+    # warm-up wrong on every REFUTE claim; the real run and the shuffled-reward control fix them
+    # all; the sign-flipped control stays where the warm-up was
+    shutil.copytree(confused / "teach", out / "eval" / "warmup")
+    shutil.copytree(clean / "teach", out / "eval" / "grpo-100pct")
+    shutil.copytree(clean / "teach", out / "eval" / "control-shuffle_rewards-100pct")
+    shutil.copytree(confused / "teach", out / "eval" / "control-flip_advantage-100pct")
+    recipe = FactworldRecipe(**TINY, controls=("flip_advantage", "shuffle_rewards"))
+    stages = {"warmup": None, "grpo@100%": None, "control-flip_advantage@100%": None,
+              "control-shuffle_rewards@100%": None}
+    result = write_report(recipe, {}, out, stages)
+    pairs = {p["control"]: p for p in result["real_vs_controls"]}
+    flip, shuffle = pairs["control-flip_advantage@100%"], pairs["control-shuffle_rewards@100%"]
+    assert (flip["real_only_right"], flip["control_only_right"]) == (n_refute, 0) and flip["mcnemar_p"] < 0.05
+    assert (shuffle["real_only_right"], shuffle["control_only_right"], shuffle["mcnemar_p"]) == (0, 0, 1.0)
+    text = (out / "report.md").read_text()
+    assert "The real run against each broken-trainer control" in text
+    assert "| control-flip_advantage@100% | grpo@100% |" in text
+    assert f"**control-shuffle_rewards@100% beats the warm-up** ({n_refute} / 0," in text
+    assert "control-flip_advantage@100% beats the warm-up" not in text

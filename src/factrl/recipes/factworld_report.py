@@ -1,7 +1,8 @@
 """The report of a factworld learning run (:mod:`factrl.recipes.factworld`): accuracy per
 stage with 95 % Wilson intervals, exact McNemar tests paired by claim against the
-warm-up, and the reward curves; for a staged agent (ProFact) also the question METEOR
-per stage with a paired sign-flip test by claim against the warm-up."""
+warm-up and, for each broken-trainer control, the real run against it, and the reward
+curves; for a staged agent (ProFact) also the question METEOR per stage with a paired
+sign-flip test by claim against the warm-up."""
 
 from __future__ import annotations
 
@@ -97,6 +98,58 @@ def _collapse_notes(rows: list[dict[str, Any]]) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def real_vs_controls(correct: dict[str, dict[str, bool]], picked: str | None = None) -> list[dict[str, Any]]:
+    """Each evaluated control against the real run, paired by claim (exact McNemar): at the
+    real run's last checkpoint (the control's budget) and, when validation picked another,
+    at the pick. ``correct``: stage name -> claim id -> right. A control can move a warm-up
+    too (a zero-expectation trainer drifts, and its drift flips the warm-up's low-margin
+    errors first), so whether the real trainer beats the broken one is asked directly."""
+    from factrl.metrics.significance import mcnemar_exact
+
+    def pct(name: str) -> float:
+        return float(name.split("@", 1)[1].rstrip("%"))
+
+    real = sorted((n for n in correct if n.startswith("grpo@")), key=pct)
+    if not real:
+        return []
+    against = [real[-1]] + ([picked] if picked in correct and picked != real[-1] and picked.startswith("grpo@") else [])
+    out = []
+    for control in (n for n in correct if n.startswith("control-")):
+        for stage in against:
+            a, b = correct[stage], correct[control]
+            common = sorted(set(a) & set(b))
+            only_real = sum(1 for i in common if a[i] and not b[i])
+            only_control = sum(1 for i in common if b[i] and not a[i])
+            out.append({"control": control, "real": stage, "n": len(common),
+                        "real_accuracy": sum(a[i] for i in common) / len(common) if common else None,
+                        "control_accuracy": sum(b[i] for i in common) / len(common) if common else None,
+                        "real_only_right": only_real, "control_only_right": only_control,
+                        "mcnemar_p": mcnemar_exact(only_real, only_control)})
+    return out
+
+
+def _real_vs_control_lines(pairs: list[dict[str, Any]], rows: list[dict[str, Any]], rar: bool) -> list[str]:
+    """The real run against each control, and a note per control that beat the warm-up."""
+    if not pairs:
+        return []
+    right = "without a contradiction" if rar else "right"
+    lines = ["", "The real run against each broken-trainer control (paired by "
+             + ("prompt" if rar else "claim") + ", exact McNemar):", "",
+             f"| control | real run | accuracy: real / control | {right} only in the real run / only in the control "
+             "| McNemar p |", "|---|---|---|---|---|"]
+    for c in pairs:
+        acc = f"{c['real_accuracy']:.3f} / {c['control_accuracy']:.3f}" if c["n"] else "-"
+        lines.append(f"| {c['control']} | {c['real']} | {acc} | {c['real_only_right']} / {c['control_only_right']} "
+                     f"| {c['mcnemar_p']:.2g} |")
+    beat = [row for row in rows if row["stage"].startswith("control-") and "mcnemar_p" in row
+            and row["fixed_vs_warmup"] > row["broken_vs_warmup"] and row["mcnemar_p"] < 0.05]
+    lines += ["", *(f"- **{row['stage']} beats the warm-up** ({row['fixed_vs_warmup']} / {row['broken_vs_warmup']}, "
+                    f"p = {row['mcnemar_p']:.2g}): a broken trainer moved the warm-up too, so the warm-up alone "
+                    "is no baseline for the real run's gain; the table above compares the two." for row in beat)] \
+        if beat else []
+    return lines
+
+
 def _vacuous_controls(out: Path, controls: tuple[str, ...]) -> dict[str, int]:
     """Control runs whose every logged update had a zero gradient -> their update count: a
     control that trains nothing cannot fail the way the benchmark needs it to."""
@@ -147,6 +200,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     env = load_run_config(r.preset, dict(r.grpo_overrides)).env.name
     rar, two_way = env == "rar", env == "haris"  # Binary RAR: prompts, not claims; HARIS: Support / Refute
     rows = []
+    correct: dict[str, dict[str, bool]] = {}
     base = correct_by_id(out / "eval" / "warmup", rar, two_way)
     base_facts = facts_by_id(out / "eval" / "warmup", out / "heldout") if rar else {}
     base_informative = _informative(base_facts)
@@ -157,6 +211,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         if not (d / "metrics.json").is_file():  # not evaluated (yet): another process may be on it
             continue
         got = correct_by_id(d, rar, two_way)
+        correct[name] = {i: bool(v) for i, v in got.items()}
         n, k = len(got), int(sum(got.values()))
         lo, hi = wilson_interval(k, n)
         row = {"stage": name, "n": n, "accuracy": k / n if n else None, "ci95": [lo, hi]}
@@ -207,8 +262,9 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     vacuous = _vacuous_controls(out, r.controls)
     selection = pick(r, out, stages)
     short = short_rows(r, out, stages) if rar else []
+    pairs = real_vs_controls(correct, selection["picked"] if selection else None)
     result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous, "selection": selection,
-              **({"short_form": short} if short else {})}
+              "real_vs_controls": pairs, **({"short_form": short} if short else {})}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
@@ -226,6 +282,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         p = f"{row['mcnemar_p']:.2g}" if "mcnemar_p" in row else ""
         lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
     lines += [] if rar else _label_table(rows) + _collapse_notes(rows)
+    lines += _real_vs_control_lines(pairs, rows, rar)
     staged = [row for row in rows if "question_meteor" in row]
     if staged:
         lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]
