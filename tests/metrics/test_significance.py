@@ -4,7 +4,13 @@ import math
 
 import pytest
 
-from factrl.metrics.significance import mcnemar_exact, paired_by_id, paired_permutation_test, wilson_interval
+from factrl.metrics.significance import (
+    mcnemar_by_id,
+    mcnemar_exact,
+    paired_by_id,
+    paired_permutation_test,
+    wilson_interval,
+)
 
 
 def test_wilson_interval_brackets_the_proportion():
@@ -49,3 +55,13 @@ def test_paired_by_id_pairs_the_shared_items_only():
     b = {"q3": 0.0, "q2": 0.0, "q1": 0.0, "only_b": 1.0}
     r = paired_by_id(a, b)
     assert r["n"] == 3 and r["wins"] == 3 and r["mean_diff"] == 1.0 and r["p"] == pytest.approx(2 / 8)
+
+
+def test_mcnemar_by_id_counts_the_discordant_shared_items_only():
+    a = {"both": True, "a1": True, "a2": True, "a3": True, "b1": False, "neither": False, "only_in_a": True}
+    b = {"both": True, "a1": False, "a2": False, "a3": False, "b1": True, "neither": False, "only_in_b": True}
+    only_a, only_b, p = mcnemar_by_id(a, b)
+    assert (only_a, only_b) == (3, 1)
+    assert p == pytest.approx(mcnemar_exact(3, 1)) and p == pytest.approx(0.625)
+    assert mcnemar_by_id(b, a)[:2] == (1, 3)
+    assert mcnemar_by_id({}, b) == (0, 0, 1.0)

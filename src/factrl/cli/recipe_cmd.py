@@ -33,7 +33,8 @@ def factworld(
     run: list[str] = typer.Option([], "--run", help="Train/evaluate only these GRPO runs: 'none' (the real one) or "
                                   "a --control name (repeatable), e.g. controls in a second process."),
     side_by_side: bool = typer.Option(False, "--side-by-side", help="Train and evaluate the real run and each "
-                                      "control at once, each in its own process with a share of the cores."),
+                                      "control at once, each in its own process with a share of the cores (no more at "
+                                      "once than the free memory holds, $FACTRL_RUN_MEMORY_GB each, default 11)."),
     device: str = typer.Option(None, "--device", show_default="auto",
                                help=f"Where every stage trains and evaluates: {DEVICE_CHOICES}."),
     dtype: str = typer.Option(None, "--dtype", show_default="auto",

@@ -2,6 +2,7 @@
 
 - :func:`wilson_interval`: a 95 % interval for an accuracy (k right of n);
 - :func:`mcnemar_exact`: two systems' right/wrong on the same items (the discordant pairs);
+  :func:`mcnemar_by_id` counts those pairs from two item id → right mappings;
 - :func:`paired_permutation_test`: two systems' per-item scores (e.g. per-query nDCG@10),
   a two-sided sign-flip test of the mean difference.
 Pure Python, deterministic (a seeded generator), so every figure in the docs reproduces.
@@ -13,7 +14,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
-__all__ = ["mcnemar_exact", "paired_by_id", "paired_permutation_test", "wilson_interval"]
+__all__ = ["mcnemar_by_id", "mcnemar_exact", "paired_by_id", "paired_permutation_test", "wilson_interval"]
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -37,6 +38,15 @@ def mcnemar_exact(b: int, c: int) -> float:
     if n == 0:
         return 1.0
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n)
+
+
+def mcnemar_by_id(a: Mapping[str, bool], b: Mapping[str, bool]) -> tuple[int, int, float]:
+    """On the items both mappings (item id → right) hold: how many only ``a`` got right, how
+    many only ``b``, and the exact McNemar p of the two."""
+    ids = set(a) & set(b)
+    only_a = sum(1 for i in ids if a[i] and not b[i])
+    only_b = sum(1 for i in ids if b[i] and not a[i])
+    return only_a, only_b, mcnemar_exact(only_a, only_b)
 
 
 def paired_permutation_test(a: Sequence[float], b: Sequence[float], *, rounds: int = 10000,

@@ -21,7 +21,7 @@ Labels = dict[str, tuple[str, str | None, bool]]
 def _by_label(labels: Labels, base: Labels) -> dict[str, Any]:
     """Right answers per gold label (with fixed / broken claims and the exact McNemar p
     against the warm-up ``base``) and how often each label was predicted."""
-    from factrl.metrics.significance import mcnemar_exact
+    from factrl.metrics.significance import mcnemar_by_id
 
     out: dict[str, Any] = {"per_label": {}, "predicted": {}}
     for gold in sorted({g for g, _, _ in labels.values()}):
@@ -29,10 +29,8 @@ def _by_label(labels: Labels, base: Labels) -> dict[str, Any]:
         right = {i: labels[i][2] for i in ids}
         cell: dict[str, Any] = {"n": len(ids), "right": sum(right.values())}
         if base is not labels:
-            common = [i for i in ids if i in base]
-            b = sum(1 for i in common if right[i] and not base[i][2])
-            c = sum(1 for i in common if not right[i] and base[i][2])
-            cell.update({"fixed": b, "broken": c, "mcnemar_p": mcnemar_exact(b, c)})
+            b, c, p = mcnemar_by_id(right, {i: base[i][2] for i in ids if i in base})
+            cell.update({"fixed": b, "broken": c, "mcnemar_p": p})
         out["per_label"][gold] = cell
     for _, pred, _ in labels.values():
         key = "unread" if pred is None else pred
@@ -104,7 +102,7 @@ def real_vs_controls(correct: dict[str, dict[str, bool]], picked: str | None = N
     at the pick. ``correct``: stage name -> claim id -> right. A control can move a warm-up
     too (a zero-expectation trainer drifts, and its drift flips the warm-up's low-margin
     errors first), so whether the real trainer beats the broken one is asked directly."""
-    from factrl.metrics.significance import mcnemar_exact
+    from factrl.metrics.significance import mcnemar_by_id
 
     def pct(name: str) -> float:
         return float(name.split("@", 1)[1].rstrip("%"))
@@ -118,13 +116,12 @@ def real_vs_controls(correct: dict[str, dict[str, bool]], picked: str | None = N
         for stage in against:
             a, b = correct[stage], correct[control]
             common = sorted(set(a) & set(b))
-            only_real = sum(1 for i in common if a[i] and not b[i])
-            only_control = sum(1 for i in common if b[i] and not a[i])
+            only_real, only_control, p = mcnemar_by_id(a, b)
             out.append({"control": control, "real": stage, "n": len(common),
                         "real_accuracy": sum(a[i] for i in common) / len(common) if common else None,
                         "control_accuracy": sum(b[i] for i in common) / len(common) if common else None,
                         "real_only_right": only_real, "control_only_right": only_control,
-                        "mcnemar_p": mcnemar_exact(only_real, only_control)})
+                        "mcnemar_p": p})
     return out
 
 
@@ -192,7 +189,7 @@ def _meteor_by_id(d: Path) -> dict[str, float]:
 def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Path]) -> dict[str, Any]:
     """``report.md`` and ``results.json`` of a recipe run ``r`` (settings ``recipe``) from
     the evaluations on disk of ``stages``; a stage not evaluated (yet) is left out."""
-    from factrl.metrics.significance import mcnemar_exact, paired_by_id, wilson_interval
+    from factrl.metrics.significance import mcnemar_by_id, paired_by_id, wilson_interval
     from factrl.train.callbacks import plot_curves
 
     from factrl.train.config import load_run_config
@@ -218,10 +215,8 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         metrics = json.loads((d / "metrics.json").read_text())
         row["format_ok"] = metrics.get("format_ok_rate", metrics.get("format_ok"))
         if name != "warmup":
-            common = sorted(set(got) & set(base))
-            b = sum(1 for i in common if got[i] and not base[i])  # fixed
-            c = sum(1 for i in common if base[i] and not got[i])  # broken
-            row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": mcnemar_exact(b, c)})
+            b, c, p = mcnemar_by_id(got, base)  # fixed, broken
+            row.update({"fixed_vs_warmup": b, "broken_vs_warmup": c, "mcnemar_p": p})
         if rar:  # accuracy: the no-contradiction rate; informative: the share stating a supported fact beyond the type
             row["contradiction_rate"] = 1 - row["accuracy"] if n else None
             facts = facts_by_id(d, out / "heldout")
@@ -236,10 +231,8 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
                     test = paired_by_id(per, warm)
                     row[f"{key}_diff"], row[f"{key}_p"] = test["mean_diff"], test["p"]
             if name != "warmup":
-                common = sorted(set(info) & set(base_informative))
-                b = sum(1 for i in common if info[i] and not base_informative[i])
-                c = sum(1 for i in common if base_informative[i] and not info[i])
-                row.update({"informative_fixed": b, "informative_broken": c, "informative_p": mcnemar_exact(b, c)})
+                b, c, p = mcnemar_by_id(info, base_informative)
+                row.update({"informative_fixed": b, "informative_broken": c, "informative_p": p})
         if not rar:
             labels = labels_by_id(d, two_way)
             row.update(_by_label(labels, labels if name == "warmup" else base_labels))

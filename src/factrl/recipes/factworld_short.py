@@ -75,12 +75,10 @@ def _outcomes(d: Path) -> dict[str, tuple[bool, bool, bool]]:
 
 
 def _paired(now: dict[str, bool], base: dict[str, bool]) -> dict[str, Any]:
-    from factrl.metrics.significance import mcnemar_exact
+    from factrl.metrics.significance import mcnemar_by_id
 
-    common = sorted(set(now) & set(base))
-    b = sum(1 for i in common if now[i] and not base[i])
-    c = sum(1 for i in common if base[i] and not now[i])
-    return {"gained": b, "lost": c, "p": mcnemar_exact(b, c)}
+    b, c, p = mcnemar_by_id(now, base)
+    return {"gained": b, "lost": c, "p": p}
 
 
 def short_rows(r: Any, out: Path, stages: dict[str, Any]) -> list[dict[str, Any]]:
