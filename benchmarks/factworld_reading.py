@@ -16,28 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
 from factrl.labels import Label, UnknownLabelError, normalise_label
+from factrl.recipes.factworld_margins import reading
 from factrl.runs.trajectories import read_trajectories
 
 READINGS = ("Same", "Different", "not found", "other")
 # the reading each gold label calls for (HARIS reads NOT ENOUGH INFO as Refute: a missed hop)
 RIGHT = {Label.SUPPORT: "Same", Label.REFUTE: "Different", Label.NEI: "not found"}
 FOLLOWS = {"Same": Label.SUPPORT, "Different": Label.REFUTE, "not found": Label.NEI}
-_NOT_FOUND = re.compile(r"No sentence gives it|No answer gives it|did not find the answer|found nothing that supports")
-
-
-def reading(text: str) -> str:
-    """What a final answer's reasoning read: ``Same`` / ``Different`` (the claimed value
-    beside the found one), ``not found``, or ``other`` (no comparison written)."""
-    if "Different," in text:
-        return "Different"
-    if "Same," in text:
-        return "Same"
-    return "not found" if _NOT_FOUND.search(text) else "other"
 
 
 def _label(value: object) -> Label | None:

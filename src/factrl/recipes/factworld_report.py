@@ -147,6 +147,17 @@ def _real_vs_control_lines(pairs: list[dict[str, Any]], rows: list[dict[str, Any
     return lines
 
 
+def _warmup_margins(out: Path, correct: dict[str, dict[str, bool]]) -> dict[str, Any] | None:
+    """:func:`factrl.recipes.factworld_margins.margins` of this run (None without the
+    warm-up's tokenizer or evaluation, or without worded conclusions)."""
+    from factrl.recipes.factworld_margins import conclusions, load_decoder, margins
+    from factrl.runs.trajectories import TRAJ_FILE
+
+    traj = out / "eval" / "warmup" / TRAJ_FILE
+    decode = load_decoder(out / "warmup" / "final") if traj.is_file() and "warmup" in correct else None
+    return margins(conclusions(traj, decode), correct) if decode else None
+
+
 def _vacuous_controls(out: Path, controls: tuple[str, ...]) -> dict[str, int]:
     """Control runs whose every logged update had a zero gradient -> their update count: a
     control that trains nothing cannot fail the way the benchmark needs it to."""
@@ -190,8 +201,8 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     """``report.md`` and ``results.json`` of a recipe run ``r`` (settings ``recipe``) from
     the evaluations on disk of ``stages``; a stage not evaluated (yet) is left out."""
     from factrl.metrics.significance import mcnemar_by_id, paired_by_id, wilson_interval
+    from factrl.recipes.factworld_margins import margin_lines
     from factrl.train.callbacks import plot_curves
-
     from factrl.train.config import load_run_config
 
     env = load_run_config(r.preset, dict(r.grpo_overrides)).env.name
@@ -256,8 +267,9 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     selection = pick(r, out, stages)
     short = short_rows(r, out, stages) if rar else []
     pairs = real_vs_controls(correct, selection["picked"] if selection else None)
+    sure = None if rar else _warmup_margins(out, correct)
     result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous, "selection": selection,
-              "real_vs_controls": pairs, **({"short_form": short} if short else {})}
+              "real_vs_controls": pairs, "warmup_margins": sure, **({"short_form": short} if short else {})}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
@@ -276,6 +288,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
         lines.append(f"| {row['stage']} | {acc} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | {fmt} | {fb} | {p} |")
     lines += [] if rar else _label_table(rows) + _collapse_notes(rows)
     lines += _real_vs_control_lines(pairs, rows, rar)
+    lines += margin_lines(sure)
     staged = [row for row in rows if "question_meteor" in row]
     if staged:
         lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]
