@@ -14,7 +14,7 @@ TINY = dict(preset="veri_r1_factworld_offline_cpu", entities=40, claims=120, hel
 
 def _teach(tmp_path, name, **kw):
     out = tmp_path / name
-    run_recipe(FactworldRecipe(**TINY, **kw), out, stages=("worlds", "teach"))
+    run_recipe(FactworldRecipe(**{**TINY, **kw}), out, stages=("worlds", "teach"))
     return out
 
 
@@ -115,9 +115,11 @@ def test_a_control_that_beats_the_warm_up_is_named_and_the_real_run_is_tested_ag
     shutil.copytree(clean / "teach", out / "eval" / "grpo-100pct")
     shutil.copytree(clean / "teach", out / "eval" / "control-shuffle_rewards-100pct")
     shutil.copytree(confused / "teach", out / "eval" / "control-flip_advantage-100pct")
-    recipe = FactworldRecipe(**TINY, controls=("flip_advantage", "shuffle_rewards"))
+    online = _teach(tmp_path, "online", preset="veri_r1_factworld_cpu")  # the same claims, searched
+    shutil.copytree(online / "teach", out / "eval" / "control-invert_mask-100pct")
+    recipe = FactworldRecipe(**TINY, controls=("flip_advantage", "shuffle_rewards", "invert_mask"))
     stages = {"warmup": None, "grpo@100%": None, "control-flip_advantage@100%": None,
-              "control-shuffle_rewards@100%": None}
+              "control-shuffle_rewards@100%": None, "control-invert_mask@100%": None}
     result = write_report(recipe, {}, out, stages)
     pairs = {p["control"]: p for p in result["real_vs_controls"]}
     flip, shuffle = pairs["control-flip_advantage@100%"], pairs["control-shuffle_rewards@100%"]
@@ -128,3 +130,8 @@ def test_a_control_that_beats_the_warm_up_is_named_and_the_real_run_is_tested_ag
     assert "| control-flip_advantage@100% | grpo@100% |" in text
     assert f"**control-shuffle_rewards@100% beats the warm-up** ({n_refute} / 0," in text
     assert "control-flip_advantage@100% beats the warm-up" not in text
+    # Veri-R1's observations are retrieved sentences: the model's quotes of them are copies of
+    # what it was shown, not its own output echoed back, so the inverted mask has no echo to train
+    echo = result["invert_mask_echo"]["control-invert_mask@100%"]
+    assert echo["observation_tokens"] > 1000 and echo["echoed"] == 0
+    assert "observation tokens in its held-out episodes" not in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factrl.train.controls import UNALTERED, apply_control, check_control
+from factrl.train.controls import UNALTERED, apply_control, check_control, echoed_tokens
 
 
 def _out():
@@ -64,3 +64,21 @@ def test_config_refuses_a_bad_control():
     with pytest.raises(ValueError, match="grpo.control"):
         load_run_config("veri_r1_offline_cpu", {"grpo.control": "nope"})
     assert load_run_config("veri_r1_offline_cpu", {"grpo.control": "invert_mask"}).grpo.control == "invert_mask"
+
+
+def test_echoed_tokens_counts_observations_that_repeat_the_models_own_output():
+    question = [11, 12, 13, 14]  # the model's own question
+    quote = [21, 22, 23, 24]  # a sentence it was shown, then quoted
+    stream = [([1, 2, 3], "prompt"), ([*quote, 5, 6], "env"),  # a search result
+              ([7, *quote, 9, *question], "model"),  # quotes the result, then asks its question
+              ([30, *question, 31, *quote], "env")]  # a record that lists the question and the sentence
+    # only the question is echoed: the quote was the environment's before the model wrote it
+    assert echoed_tokens([stream], n=4) == (4, 6 + 10)
+    assert echoed_tokens([stream], n=5) == (0, 16)  # no run of five
+    assert echoed_tokens([stream, stream], n=4) == (8, 32)  # summed over streams, each on its own
+    assert echoed_tokens([[([*question], "prompt"), ([*question], "model"), ([*question], "env")]], n=4) == (0, 4)
+    assert echoed_tokens([], n=4) == (0, 0)
+    with pytest.raises(ValueError):
+        echoed_tokens([stream], n=0)
+    with pytest.raises(ValueError, match="kind"):
+        echoed_tokens([[([1], "tool")]])

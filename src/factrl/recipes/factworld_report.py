@@ -158,6 +158,23 @@ def _warmup_margins(out: Path, correct: dict[str, dict[str, bool]]) -> dict[str,
     return margins(conclusions(traj, decode), correct) if decode else None
 
 
+def _invert_mask_echo(out: Path, correct: dict[str, dict[str, bool]], n: int = 8) -> dict[str, dict[str, Any]]:
+    """Per evaluated ``invert_mask`` control: how much of the observation in its held-out
+    episodes repeats the model's own earlier tokens (:func:`factrl.train.controls.echoed_tokens`)."""
+    from factrl.runs.trajectories import TRAJ_FILE, read_trajectories
+    from factrl.train.controls import echoed_tokens
+
+    found = {}
+    for name in (x for x in correct if x.startswith("control-invert_mask")):
+        d = out / "eval" / name.replace("@", "-").replace("%", "pct")
+        streams = [[(prompt, "prompt"), *((turn.token_ids, turn.source) for turn in turns)]
+                   for t in read_trajectories(d / TRAJ_FILE)
+                   for prompt, turns in ((t.prompt_ids, t.turns), *((seg.prompt_ids, seg.turns) for seg in t.segments))]
+        echoed, total = echoed_tokens(streams, n)
+        found[name] = {"echoed": echoed, "observation_tokens": total, "share": echoed / total if total else 0.0, "n": n}
+    return found
+
+
 def _vacuous_controls(out: Path, controls: tuple[str, ...]) -> dict[str, int]:
     """Control runs whose every logged update had a zero gradient -> their update count: a
     control that trains nothing cannot fail the way the benchmark needs it to."""
@@ -268,8 +285,10 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     short = short_rows(r, out, stages) if rar else []
     pairs = real_vs_controls(correct, selection["picked"] if selection else None)
     sure = None if rar else _warmup_margins(out, correct)
+    echo = _invert_mask_echo(out, correct)
     result = {"recipe": recipe, "stages": rows, "curves": curves, "vacuous_controls": vacuous, "selection": selection,
-              "real_vs_controls": pairs, "warmup_margins": sure, **({"short_form": short} if short else {})}
+              "real_vs_controls": pairs, "warmup_margins": sure, "invert_mask_echo": echo,
+              **({"short_form": short} if short else {})}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# factworld learning: {r.preset}", "",
              f"Held-out world seed {r.heldout_seed} ({rows[0]['n'] if rows else 0} {'prompts' if rar else 'claims'}); "
@@ -289,6 +308,11 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     lines += [] if rar else _label_table(rows) + _collapse_notes(rows)
     lines += _real_vs_control_lines(pairs, rows, rar)
     lines += margin_lines(sure)
+    lines += ["", *(f"- {name}: {e['echoed']} of the {e['observation_tokens']} observation tokens in its held-out "
+                    f"episodes ({e['share']:.1%}) repeat a run of {e['n']}+ tokens the model wrote of its own earlier "
+                    "in the episode (not copied from what it was shown): the inverted mask trains that copy of the "
+                    "model's own output." for name, e in echo.items()
+                    if e["echoed"])] if any(e["echoed"] for e in echo.values()) else []
     staged = [row for row in rows if "question_meteor" in row]
     if staged:
         lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]

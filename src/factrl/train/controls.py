@@ -15,14 +15,21 @@ only (``grpo.control``), never for training a model you mean to use.
 
 The rollout's true rewards stay in the logged component columns and in
 ``reward_unaltered``, so the curves show what the policy really earned.
+
+An inverted mask trains nothing of the model's own only where the observations do not
+repeat it: an environment that quotes the model's earlier tokens back (ProFact's
+verification record lists the questions the model asked) hands the inverted mask a copy
+of them to train. :func:`echoed_tokens` measures how much of what it trains is such a
+copy.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["CONTROLS", "UNALTERED", "apply_control", "check_control"]
+__all__ = ["CONTROLS", "UNALTERED", "apply_control", "check_control", "echoed_tokens"]
 
 CONTROLS = ("none", "flip_advantage", "invert_mask", "shuffle_rewards")
 UNALTERED = "reward_unaltered"
@@ -62,3 +69,35 @@ def apply_control(out: dict[str, Any], prompts: list[str], control: str, *, tota
             masks.append([0 if m else (1 if ins else 0) for m, ins in zip(mask, inserted)])
         out["env_mask"] = masks
     return out
+
+
+def echoed_tokens(streams: Iterable[Sequence[tuple[Sequence[int], str]]], n: int = 8) -> tuple[int, int]:
+    """(observation tokens inside a run of ``n`` or more tokens that the model itself wrote
+    earlier in the same stream and that neither the prompt nor an earlier observation
+    held, all observation tokens) over ``streams``: each an episode's token stream as
+    ``(token_ids, kind)`` parts in order, ``kind`` one of ``prompt``, ``model``, ``env``.
+    A quote the model copied from what it was shown is not its own; an observation that
+    repeats what it wrote of its own is an echo, which an inverted loss mask trains."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    echoed = total = 0
+    for parts in streams:
+        shown: set[tuple[int, ...]] = set()
+        own: set[tuple[int, ...]] = set()
+        for ids, kind in parts:
+            if kind not in ("prompt", "model", "env"):
+                raise ValueError(f"a stream part's kind is prompt, model or env, got {kind!r}")
+            ids = list(ids)
+            grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+            if kind == "model":
+                own.update(g for g in grams if g not in shown)
+                continue
+            if kind == "env":
+                total += len(ids)
+                covered = [False] * len(ids)
+                for i, g in enumerate(grams):
+                    if g in own:
+                        covered[i:i + n] = [True] * n
+                echoed += sum(covered)
+            shown.update(grams)
+    return echoed, total
