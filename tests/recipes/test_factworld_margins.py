@@ -63,22 +63,24 @@ def test_the_conclusion_probability_is_the_product_from_so_to_its_word(tmp_path)
 
 def test_the_stages_fixes_are_set_against_the_errors_they_left():
     assert reading("Different, so the claim is refuted.") == "Different"
-    warm = {f"low{i}": Conclusion("Same", "refuted", 0.5 + i / 100) for i in range(4)}
+    warm = {f"low{i}": Conclusion("Same", "refuted", 0.5 + i / 100) for i in range(5)}
     warm |= {f"high{i}": Conclusion("Same", "refuted", 0.95) for i in range(4)}
     warm |= {f"ok{i}": Conclusion("Different", "refuted", 0.99) for i in range(4)}
     correct = {"warmup": {**{k: False for k in warm if not k.startswith("ok")}, **{f"ok{i}": True for i in range(4)}}}
-    correct["control-shuffle_rewards@100%"] = {**correct["warmup"], **{f"low{i}": True for i in range(4)}}
+    correct["control-shuffle_rewards@100%"] = {**correct["warmup"], **{f"low{i}": True for i in range(5)}}
+    correct["control-invert_mask@100%"] = {**correct["warmup"], **{f"low{i}": True for i in range(4)}}
     correct["grpo@100%"] = {**{k: True for k in warm}, "ok0": False}
     m = margins(warm, correct)
-    assert m["warmup"]["Same -> refuted (wrong)"] == {"n": 8, "median": pytest.approx(0.74), "min": 0.5,
-                                                      "max": 0.95}
+    assert m["warmup"]["Same -> refuted (wrong)"] == {"n": 9, "median": pytest.approx(0.54), "min": 0.5,
+                                                      "max": 0.95, "q1": pytest.approx(0.52)}
     drift = m["stages"]["control-shuffle_rewards@100%"]
-    assert (drift["fixed"]["claims"], drift["still_wrong"]["claims"], drift["broken"]["claims"]) == (4, 4, 0)
-    assert drift["fixed"]["max"] == pytest.approx(0.53) and drift["still_wrong"]["median"] == 0.95
+    assert (drift["fixed"]["claims"], drift["still_wrong"]["claims"], drift["broken"]["claims"]) == (5, 4, 0)
+    assert drift["fixed"]["max"] == pytest.approx(0.54) and drift["still_wrong"]["q1"] == 0.95
     real = m["stages"]["grpo@100%"]
-    assert (real["fixed"]["claims"], real["still_wrong"]["claims"], real["broken"]["claims"]) == (8, 0, 1)
+    assert (real["fixed"]["claims"], real["still_wrong"]["claims"], real["broken"]["claims"]) == (9, 0, 1)
     text = "\n".join(margin_lines(m))
     assert "control-shuffle_rewards@100%: every claim it fixed" in text  # drift's signature, named
     assert "grpo@100%: every claim it fixed" not in text  # it fixed sure and unsure errors alike
+    assert "control-invert_mask@100%: every claim it fixed" not in text  # four fixes are too few to say
     assert margins({"a": Conclusion("other", None, None)}, {"warmup": {"a": True}}) is None
     assert margin_lines(None) == []

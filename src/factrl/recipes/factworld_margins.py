@@ -91,7 +91,8 @@ def conclusions(path: Path, decode: Callable[[int], str]) -> dict[str, Conclusio
 def _summary(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0}
-    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
+    q1 = statistics.quantiles(values, n=4, method="inclusive")[0] if len(values) > 1 else values[0]
+    return {"n": len(values), "median": statistics.median(values), "q1": q1, "min": min(values), "max": max(values)}
 
 
 def margins(warm: dict[str, Conclusion], correct: dict[str, dict[str, bool]]) -> dict[str, Any] | None:
@@ -125,8 +126,8 @@ def _fmt(s: dict[str, Any]) -> str:
 
 def margin_lines(m: dict[str, Any] | None) -> list[str]:
     """The report's section: the warm-up's probability of its conclusion, per cell and
-    over what each stage changed, and a note per stage whose fixes were all answers the
-    warm-up was less sure of than of any error it left."""
+    over what each stage changed, and a note per stage whose fixes (five or more) were
+    all answers the warm-up was less sure of than of three in four of the errors it left."""
     if not m:
         return []
     lines = ["", "How sure the warm-up was of its conclusions (the probability it gave its own "
@@ -139,8 +140,9 @@ def margin_lines(m: dict[str, Any] | None) -> list[str]:
     for name, g in m["stages"].items():
         lines.append(f"| {name} | {_fmt(g['fixed'])} | {_fmt(g['still_wrong'])} | {_fmt(g['broken'])} |")
         fixed, left = g["fixed"], g["still_wrong"]
-        if fixed.get("n", 0) >= 3 and left.get("n") and fixed["max"] < left["median"]:
+        if fixed.get("n", 0) >= 5 and left.get("n") and fixed["max"] < left["q1"]:
             notes.append(f"- {name}: every claim it fixed was one the warm-up gave at most "
-                         f"{fixed['max']:.2f} (the errors it left: median {left['median']:.2f}): "
-                         "its fixes are the warm-up's least sure answers, as drift's would be.")
+                         f"{fixed['max']:.2f}, below three in four of the errors it left (lower quartile "
+                         f"{left['q1']:.2f}, median {left['median']:.2f}): its fixes are the warm-up's least "
+                         "sure answers, as drift's would be.")
     return lines + ([""] + notes if notes else [])
