@@ -358,8 +358,7 @@ def run_recipe(r: FactworldRecipe, out: Path | str, *, stages: tuple[str, ...] =
     """Run (or resume) the recipe's ``stages`` in order; returns the report when it ran.
     ``runs`` limits the GRPO runs trained and evaluated to these names ("none" = the real
     one, or controls of ``r.controls``), so runs can go in parallel processes;
-    ``side_by_side`` starts those processes itself, the cores split between them (as
-    many at once as the memory holds, :func:`factrl.recipes.side_by_side.at_once`);
+    ``side_by_side`` starts those processes itself (cores split, memory-bounded);
     ``fork_from`` first copies another run's stages up to the warm-up
     (:mod:`factrl.recipes.fork`)."""
     from factrl.runs.info import write_json_atomic
