@@ -135,3 +135,15 @@ def test_a_control_that_beats_the_warm_up_is_named_and_the_real_run_is_tested_ag
     echo = result["invert_mask_echo"]["control-invert_mask@100%"]
     assert echo["observation_tokens"] > 1000 and echo["echoed"] == 0
     assert "observation tokens in its held-out episodes" not in text
+
+
+def test_an_inverted_mask_control_whose_observations_echo_the_model_gets_one_line_each():
+    from factrl.recipes.factworld_report import _echo_lines
+
+    echo = {"control-invert_mask@100%": {"echoed": 35, "observation_tokens": 1000, "share": 0.035, "n": 8},
+            "control-invert_mask@50%": {"echoed": 0, "observation_tokens": 900, "share": 0.0, "n": 8}}
+    lines = _echo_lines(echo)
+    assert lines[0] == "" and len(lines) == 2
+    assert lines[1].startswith("- control-invert_mask@100%: 35 of the 1000 observation tokens") and "(3.5%)" in lines[1]
+    assert _echo_lines({"control-invert_mask@50%": echo["control-invert_mask@50%"]}) == []
+    assert _echo_lines({}) == []

@@ -158,6 +158,15 @@ def _warmup_margins(out: Path, correct: dict[str, dict[str, bool]]) -> dict[str,
     return margins(conclusions(traj, decode), correct) if decode else None
 
 
+def _echo_lines(echo: dict[str, dict[str, Any]]) -> list[str]:
+    """One report line per inverted-mask control whose observation tokens echo the model's own output."""
+    found = [f"- {name}: {e['echoed']} of the {e['observation_tokens']} observation tokens in its held-out "
+             f"episodes ({e['share']:.1%}) repeat a run of {e['n']}+ tokens the model wrote of its own earlier "
+             "in the episode (not copied from what it was shown): the inverted mask trains that copy of the "
+             "model's own output." for name, e in echo.items() if e["echoed"]]
+    return ["", *found] if found else []
+
+
 def _invert_mask_echo(out: Path, correct: dict[str, dict[str, bool]], n: int = 8) -> dict[str, dict[str, Any]]:
     """Per evaluated ``invert_mask`` control: how much of the observation in its held-out
     episodes repeats the model's own earlier tokens (:func:`factrl.train.controls.echoed_tokens`)."""
@@ -308,11 +317,7 @@ def write_report(r: Any, recipe: dict[str, Any], out: Path, stages: dict[str, Pa
     lines += [] if rar else _label_table(rows) + _collapse_notes(rows)
     lines += _real_vs_control_lines(pairs, rows, rar)
     lines += margin_lines(sure)
-    lines += ["", *(f"- {name}: {e['echoed']} of the {e['observation_tokens']} observation tokens in its held-out "
-                    f"episodes ({e['share']:.1%}) repeat a run of {e['n']}+ tokens the model wrote of its own earlier "
-                    "in the episode (not copied from what it was shown): the inverted mask trains that copy of the "
-                    "model's own output." for name, e in echo.items()
-                    if e["echoed"])] if any(e["echoed"] for e in echo.values()) else []
+    lines += _echo_lines(echo)
     staged = [row for row in rows if "question_meteor" in row]
     if staged:
         lines += ["", "| stage | question METEOR | difference vs warm-up | paired sign-flip p |", "|---|---|---|---|"]
