@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factrl.train.controls import UNALTERED, apply_control, check_control, echoed_tokens
+from factrl.train.controls import UNALTERED, apply_control, check_control, echo_flags, echoed_tokens
 
 
 def _out():
@@ -82,3 +82,37 @@ def test_echoed_tokens_counts_observations_that_repeat_the_models_own_output():
         echoed_tokens([stream], n=0)
     with pytest.raises(ValueError, match="kind"):
         echoed_tokens([[([1], "tool")]])
+
+
+def _row(question):
+    quote = [21, 22, 23, 24, 25, 26, 27, 28]  # a sentence it was shown, then quoted
+    # prompt [1, 2, 3]; completion: a search result, the model's quote and question, a record
+    # repeating both, then the model's verdict and the bridge's closing EOS
+    q = len(question)
+    ids = [*quote, 5, 6, 7, *quote, 9, *question, 30, *question, 31, *quote, 40, 2]
+    inserted = [1] * 10 + [0] * (10 + q) + [1] * (10 + q) + [0, 0]
+    mask = [0] * 10 + [1] * (10 + q) + [0] * (10 + q) + [1, 0]
+    return {"prompt_ids": [[1, 2, 3]], "completion_ids": [ids], "env_mask": [mask], "_inserted": [inserted],
+            "reward_total": [1.0]}, inserted
+
+
+def test_invert_mask_no_echo_also_masks_observation_tokens_that_echo_the_models_own():
+    out, inserted = _row(list(range(50, 58)))  # a question of eight tokens: a run long enough to count
+    assert apply_control(out, ["a"], "invert_mask", total="reward_total", seed=0)["env_mask"][0] == inserted
+    out, _ = _row(list(range(50, 58)))
+    strict = apply_control(out, ["a"], "invert_mask_no_echo", total="reward_total", seed=0)["env_mask"][0]
+    # the record's copy of the question is masked; the search result and the record's
+    # quote of it (the environment's own sentence) stay trained
+    assert strict == [1] * 10 + [0] * 18 + [1] + [0] * 8 + [1] * 9 + [0, 0]
+    assert sum(strict) == sum(inserted) - 8
+    # a question shorter than eight tokens is not counted as an echo: the two controls agree
+    out, inserted = _row([11, 12, 13, 14])
+    assert apply_control(out, ["a"], "invert_mask_no_echo", total="reward_total", seed=0)["env_mask"][0] == inserted
+
+
+def test_echo_flags_marks_each_echoed_observation_token():
+    question = [11, 12, 13, 14]
+    flags = echo_flags([([1, 2], "prompt"), ([*question, 7], "model"), ([30, *question, 31], "env")], n=4)
+    assert flags == [[False, False], [False] * 5, [False, True, True, True, True, False]]
+    with pytest.raises(ValueError, match="kind"):
+        echo_flags([([1], "tool")], n=1)

@@ -25,7 +25,8 @@ def factworld(
     model: str = typer.Option(None, "--model", show_default="smollm2", help="The student's starting model."),
     stage: list[str] = typer.Option([], "--stage", help="Run only these stages: worlds, teach, warmup, grpo, eval, report."),
     control: list[str] = typer.Option([], "--control", help="Also train a broken-trainer control: flip_advantage, "
-                                      "invert_mask, shuffle_rewards (repeatable; benchmarks only)."),
+                                      "invert_mask, shuffle_rewards, or the diagnostic invert_mask_no_echo "
+                                      "(repeatable; benchmarks only)."),
     set_: list[str] = typer.Option([], "--set", help="Override a GRPO setting of the preset: --set grpo.max_steps=16."),
     recipe_set: list[str] = typer.Option([], "--recipe", help="Override a recipe setting: --recipe teacher_noise=0.3 "
                                          "(fields of factrl.recipes.factworld.FactworldRecipe)."),

@@ -162,8 +162,10 @@ def _echo_lines(echo: dict[str, dict[str, Any]]) -> list[str]:
     """One report line per inverted-mask control whose observation tokens echo the model's own output."""
     found = [f"- {name}: {e['echoed']} of the {e['observation_tokens']} observation tokens in its held-out "
              f"episodes ({e['share']:.1%}) repeat a run of {e['n']}+ tokens the model wrote of its own earlier "
-             "in the episode (not copied from what it was shown): the inverted mask trains that copy of the "
-             "model's own output." for name, e in echo.items() if e["echoed"]]
+             "in the episode (not copied from what it was shown): "
+             + ("this control masks them too, so it does not train that copy." if "no_echo" in name else
+                "the inverted mask trains that copy of the model's own output.")
+             for name, e in echo.items() if e["echoed"]]
     return ["", *found] if found else []
 
 

@@ -144,7 +144,8 @@ class GRPOSettings:
     # that cannot yet tell NOT ENOUGH INFO apart away from that label.
     label_mix: dict[str, int] = field(default_factory=dict)
     # A deliberately broken trainer, for learning benchmarks and tests only
-    # (factrl.train.controls): "none", "flip_advantage", "invert_mask", "shuffle_rewards".
+    # (factrl.train.controls): "none", "flip_advantage", "invert_mask", "shuffle_rewards",
+    # and the diagnostic "invert_mask_no_echo".
     control: str = "none"
     # Which model turns of a trained context carry loss: "all" (every turn the model
     # sampled) or "last" (only its last turn — e.g. HARIS's final verification — the

@@ -277,13 +277,13 @@ class EnvRollout:
         self.calls += 1
         if self.on_trajectories is not None:
             self.on_trajectories(trajs)
+        from factrl.train.controls import INVERTED, apply_control
+
         out = trajectories_to_trl(trajs, trainer.processing_class.eos_token_id, self.reward,
                                   rows_per_trajectory=self.rows, roles=self.roles,
-                                  keep_inserted=self.control == "invert_mask",
+                                  keep_inserted=self.control in INVERTED,
                                   last_turn_only=self.trained_turns == "last")
         if self.control != "none":  # a broken-trainer control (tests and benchmarks only)
-            from factrl.train.controls import apply_control
-
             apply_control(out, list(prompts), self.control, total=TOTAL, seed=(self.rollout.seed or 0) + self.calls)
             out.pop("_inserted", None)
         return out
