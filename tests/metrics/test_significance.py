@@ -65,3 +65,19 @@ def test_mcnemar_by_id_counts_the_discordant_shared_items_only():
     assert p == pytest.approx(mcnemar_exact(3, 1)) and p == pytest.approx(0.625)
     assert mcnemar_by_id(b, a)[:2] == (1, 3)
     assert mcnemar_by_id({}, b) == (0, 0, 1.0)
+
+
+def test_rank_sum_lower_is_exact_on_small_groups_and_seeded_on_large_ones():
+    from factrl.metrics.significance import rank_sum_lower
+
+    assert rank_sum_lower([1, 2, 3], [4, 5, 6]) == pytest.approx(1 / 20)  # the lowest of C(6, 3) splits
+    assert rank_sum_lower([4, 5, 6], [1, 2, 3]) == 1.0
+    # ties take mid-ranks; the same p as scipy.stats.mannwhitneyu(..., alternative="less", method="exact")
+    assert rank_sum_lower([0.5, 0.6, 0.62, 0.9], [0.55, 0.95, 0.97, 0.99, 0.7]) == pytest.approx(2 / 21)
+    assert rank_sum_lower([1, 1], [1, 1]) == 1.0
+    big = rank_sum_lower(list(range(30)), list(range(30, 70)))
+    assert big == pytest.approx(1 / 10001) and big == rank_sum_lower(list(range(30)), list(range(30, 70)))
+    with pytest.raises(ValueError, match="both groups"):
+        rank_sum_lower([], [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        rank_sum_lower([float("nan")], [1.0])

@@ -78,9 +78,19 @@ def test_the_stages_fixes_are_set_against_the_errors_they_left():
     assert drift["fixed"]["max"] == pytest.approx(0.54) and drift["still_wrong"]["q1"] == 0.95
     real = m["stages"]["grpo@100%"]
     assert (real["fixed"]["claims"], real["still_wrong"]["claims"], real["broken"]["claims"]) == (9, 0, 1)
+    # within the one cell of wrong answers (Same -> refuted), the five fixes are the five least
+    # sure of nine: 1 of the C(9, 5) = 126 ways to split them
+    assert drift["fixes_lower"] == {"Same -> refuted": {"fixed": 5, "left": 4, "p": pytest.approx(1 / 126)}}
+    assert m["stages"]["control-invert_mask@100%"]["fixes_lower"]["Same -> refuted"]["p"] == pytest.approx(1 / 126)
+    assert real["fixes_lower"] == {}  # it left none of them: nothing to set its fixes against
     text = "\n".join(margin_lines(m))
-    assert "control-shuffle_rewards@100%: every claim it fixed" in text  # drift's signature, named
-    assert "grpo@100%: every claim it fixed" not in text  # it fixed sure and unsure errors alike
-    assert "control-invert_mask@100%: every claim it fixed" not in text  # four fixes are too few to say
+    assert "- control-shuffle_rewards@100%: of the warm-up's `Same -> refuted` errors, the 5 fixed sat lower" in text
+    assert "p = 0.0079" in text
+    assert "- grpo@100%:" not in text  # it fixed sure and unsure errors alike
+    # fixes spread over the margins are not drift's signature
+    spread = {**correct["warmup"], "low0": True, "low4": True, "high0": True, "high1": True}
+    m = margins(warm, {"warmup": correct["warmup"], "grpo@50%": spread})
+    assert m["stages"]["grpo@50%"]["fixes_lower"]["Same -> refuted"]["p"] > 0.3
+    assert "- grpo@50%:" not in "\n".join(margin_lines(m))
     assert margins({"a": Conclusion("other", None, None)}, {"warmup": {"a": True}}) is None
     assert margin_lines(None) == []

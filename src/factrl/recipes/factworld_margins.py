@@ -11,7 +11,9 @@ so there is not enough information``: the compare teachers' format, HARIS's alwa
 per claim, the probability the model gave its own conclusion — the product of the
 recorded token probabilities from ``so`` to the end of the conclusion's word — and, per
 later stage, that probability under the warm-up over the claims it fixed, those still
-wrong and those it broke.
+wrong and those it broke; and, within each kind of wrong answer (the same reading and
+conclusion, so only the margin differs), a rank-sum test of whether the claims it fixed
+were the warm-up's less sure ones.
 """
 
 from __future__ import annotations
@@ -117,7 +119,31 @@ def margins(warm: dict[str, Conclusion], correct: dict[str, dict[str, bool]]) ->
                   "broken": [i for i in common if base[i] and not got[i]]}
         stages[name] = {k: {**_summary([warm[i].p for i in ids if i in warm and warm[i].p is not None]),
                             "claims": len(ids)} for k, ids in groups.items()}
+        stages[name]["fixes_lower"] = _fixes_lower(warm, groups["fixed"], groups["still_wrong"])
     return {"warmup": {k: _summary(v) for k, v in sorted(cells.items())}, "stages": stages}
+
+
+def _cell(c: Conclusion) -> str:
+    return f"{c.reading} -> {c.word}"
+
+
+def _fixes_lower(warm: dict[str, Conclusion], fixed: list[str], left: list[str]) -> dict[str, dict[str, Any]]:
+    """Per warm-up cell of wrong answers (reading -> conclusion) holding both claims a stage
+    fixed and claims it left wrong: one-sided rank-sum p that the fixed ones were the
+    warm-up's less sure (:func:`factrl.metrics.significance.rank_sum_lower`). Within one
+    cell the answers are the same and only their margin differs, so a small p says the
+    stage flipped that error's least sure instances — what drift does — where a trainer
+    that learned the right answer fixes them whatever their margin."""
+    from factrl.metrics.significance import rank_sum_lower
+
+    by_cell: dict[str, tuple[list[float], list[float]]] = {}
+    for ids, side in ((fixed, 0), (left, 1)):
+        for i in ids:
+            c = warm.get(i)
+            if c is not None and c.p is not None:
+                by_cell.setdefault(_cell(c), ([], []))[side].append(c.p)
+    return {cell: {"fixed": len(f), "left": len(w), "p": rank_sum_lower(f, w)}
+            for cell, (f, w) in sorted(by_cell.items()) if f and w}
 
 
 def _fmt(s: dict[str, Any]) -> str:
@@ -126,8 +152,8 @@ def _fmt(s: dict[str, Any]) -> str:
 
 def margin_lines(m: dict[str, Any] | None) -> list[str]:
     """The report's section: the warm-up's probability of its conclusion, per cell and
-    over what each stage changed, and a note per stage whose fixes (five or more) were
-    all answers the warm-up was less sure of than of three in four of the errors it left."""
+    over what each stage changed, and a note per stage and cell of wrong answers whose
+    fixes sit lower than the errors it left there (rank-sum p < 0.05)."""
     if not m:
         return []
     lines = ["", "How sure the warm-up was of its conclusions (the probability it gave its own "
@@ -139,10 +165,8 @@ def margin_lines(m: dict[str, Any] | None) -> list[str]:
     notes = []
     for name, g in m["stages"].items():
         lines.append(f"| {name} | {_fmt(g['fixed'])} | {_fmt(g['still_wrong'])} | {_fmt(g['broken'])} |")
-        fixed, left = g["fixed"], g["still_wrong"]
-        if fixed.get("n", 0) >= 5 and left.get("n") and fixed["max"] < left["q1"]:
-            notes.append(f"- {name}: every claim it fixed was one the warm-up gave at most "
-                         f"{fixed['max']:.2f}, below three in four of the errors it left (lower quartile "
-                         f"{left['q1']:.2f}, median {left['median']:.2f}): its fixes are the warm-up's least "
-                         "sure answers, as drift's would be.")
+        notes += [f"- {name}: of the warm-up's `{cell}` errors, the {t['fixed']} fixed sat lower in its "
+                  f"probability than the {t['left']} left (one-sided rank-sum p = {t['p']:.2g}): it flipped that "
+                  "error's least sure answers, as drift would, not that error whatever its margin."
+                  for cell, t in g.get("fixes_lower", {}).items() if t["p"] < 0.05]
     return lines + ([""] + notes if notes else [])
