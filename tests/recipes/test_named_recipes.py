@@ -93,7 +93,7 @@ def test_from_records_the_same_settings_as_the_flags_and_flags_override_it(tmp_p
 
 
 def test_bad_recipe_sources_fail_by_name(tmp_path):
-    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_compare, haris_final_verification, haris_verdict"):
+    with pytest.raises(ValueError, match="no recipe file or named recipe 'nope'; named recipes: binary_rar_verifier, haris_compare, haris_final_verification, haris_sure_slip, haris_verdict"):
         read_recipe_source("nope")
     bad = tmp_path / "bad.toml"
     _refused(bad, '[recipe]\nteacher_nois = 0.1\n', "unknown recipe setting.*teacher_nois")
