@@ -83,7 +83,7 @@ def _row_echo(prompt: Sequence[int], ids: Sequence[int], inserted: Sequence[int]
     parts: list[tuple[list[int], str]] = [(list(prompt), "prompt")]
     for tok, ins in zip(ids, inserted):
         kind = "env" if ins else "model"
-        if parts[-1][1] != kind or len(parts) == 1:
+        if parts[-1][1] != kind:
             parts.append(([], kind))
         parts[-1][0].append(tok)
     flags = echo_flags(parts, n)
