@@ -81,3 +81,15 @@ def test_rank_sum_lower_is_exact_on_small_groups_and_seeded_on_large_ones():
         rank_sum_lower([], [1.0])
     with pytest.raises(ValueError, match="finite"):
         rank_sum_lower([float("nan")], [1.0])
+
+
+def test_holm_adjust_steps_down_and_keeps_the_order_of_its_input():
+    from factrl.metrics.significance import holm_adjust
+
+    assert holm_adjust([]) == []
+    assert holm_adjust([0.03]) == [0.03]
+    # sorted 0.01, 0.02, 0.04 -> 3 * 0.01, 2 * 0.02, 1 * 0.04, made non-decreasing
+    assert holm_adjust([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert holm_adjust([0.5, 0.6]) == [1.0, 1.0]  # capped at 1
+    with pytest.raises(ValueError, match="p-values"):
+        holm_adjust([1.2])

@@ -80,7 +80,8 @@ def test_the_stages_fixes_are_set_against_the_errors_they_left():
     assert (real["fixed"]["claims"], real["still_wrong"]["claims"], real["broken"]["claims"]) == (9, 0, 1)
     # within the one cell of wrong answers (Same -> refuted), the five fixes are the five least
     # sure of nine: 1 of the C(9, 5) = 126 ways to split them
-    assert drift["fixes_lower"] == {"Same -> refuted": {"fixed": 5, "left": 4, "p": pytest.approx(1 / 126)}}
+    assert drift["fixes_lower"] == {"Same -> refuted": {"fixed": 5, "left": 4, "p": pytest.approx(1 / 126),
+                                                        "p_holm": pytest.approx(1 / 126)}}  # one cell: unadjusted
     assert m["stages"]["control-invert_mask@100%"]["fixes_lower"]["Same -> refuted"]["p"] == pytest.approx(1 / 126)
     assert real["fixes_lower"] == {}  # it left none of them: nothing to set its fixes against
     text = "\n".join(margin_lines(m))
@@ -94,3 +95,24 @@ def test_the_stages_fixes_are_set_against_the_errors_they_left():
     assert "- grpo@50%:" not in "\n".join(margin_lines(m))
     assert margins({"a": Conclusion("other", None, None)}, {"warmup": {"a": True}}) is None
     assert margin_lines(None) == []
+
+
+def test_a_stage_tested_in_several_cells_is_flagged_only_where_the_adjusted_p_holds():
+    # two cells of wrong answers: in each the stage fixed the least sure, at p = 1/10 in the
+    # first (2 of 5) and 1/126 in the second (5 of 9); Holm doubles the smaller, keeps the larger
+    warm = {f"a{i}": Conclusion("Same", "refuted", 0.5 + i / 100) for i in range(5)}
+    warm |= {f"b{i}": Conclusion("Different", "supported", 0.5 + i / 100) for i in range(9)}
+    base = {k: False for k in warm}
+    fixed = {"a0", "a1", *(f"b{i}" for i in range(5))}
+    m = margins(warm, {"warmup": base, "control-shuffle_rewards@100%": {k: k in fixed for k in warm}})
+    cells = m["stages"]["control-shuffle_rewards@100%"]["fixes_lower"]
+    assert cells["Same -> refuted"]["p"] == pytest.approx(1 / 10)
+    assert cells["Different -> supported"]["p"] == pytest.approx(1 / 126)
+    assert cells["Different -> supported"]["p_holm"] == pytest.approx(2 / 126)
+    assert cells["Same -> refuted"]["p_holm"] == pytest.approx(1 / 10)
+    text = "\n".join(margin_lines(m))
+    assert "`Different -> supported` errors, the 5 fixed" in text and "0.016 adjusted over the stage's 2 cells" in text
+    assert "`Same -> refuted` errors" not in text
+    # a result written before the adjustment (no p_holm) is read by its p
+    m["stages"]["control-shuffle_rewards@100%"]["fixes_lower"] = {"Same -> refuted": {"fixed": 2, "left": 3, "p": 0.04}}
+    assert "`Same -> refuted` errors, the 2 fixed" in "\n".join(margin_lines(m))

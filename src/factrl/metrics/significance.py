@@ -6,7 +6,9 @@
 - :func:`paired_permutation_test`: two systems' per-item scores (e.g. per-query nDCG@10),
   a two-sided sign-flip test of the mean difference;
 - :func:`rank_sum_lower`: two groups of values (not paired), a one-sided rank-sum test
-  that the first sits lower than the second.
+  that the first sits lower than the second;
+- :func:`holm_adjust`: p-values of several tests read together, adjusted (Holm's
+  step-down) so that a flag at 0.05 holds for the family, not for each test alone.
 Pure Python, deterministic (a seeded generator), so every figure in the docs reproduces.
 """
 
@@ -16,8 +18,8 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
-__all__ = ["mcnemar_by_id", "mcnemar_exact", "paired_by_id", "paired_permutation_test", "rank_sum_lower",
-           "wilson_interval"]
+__all__ = ["holm_adjust", "mcnemar_by_id", "mcnemar_exact", "paired_by_id", "paired_permutation_test",
+           "rank_sum_lower", "wilson_interval"]
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -124,3 +126,19 @@ def rank_sum_lower(a: Sequence[float], b: Sequence[float], *, rounds: int = 1000
     rng = random.Random(seed)
     hits = sum(sum(rng.sample(ranks, k)) <= observed + tol for _ in range(rounds))
     return (hits + 1) / (rounds + 1)
+
+
+def holm_adjust(ps: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``ps`` (in their order): the i-th smallest p times the
+    number of tests not yet passed (m - i), made non-decreasing in that order and capped at
+    1. Rejecting where the adjusted p < alpha keeps the chance of any false flag among the
+    m tests at most alpha, whatever their dependence."""
+    if not all(0.0 <= p <= 1.0 for p in ps):
+        raise ValueError(f"p-values must lie in [0, 1], got {list(ps)}")
+    m = len(ps)
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: ps[j])):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        out[i] = running
+    return out

@@ -133,8 +133,9 @@ def _fixes_lower(warm: dict[str, Conclusion], fixed: list[str], left: list[str])
     warm-up's less sure (:func:`factrl.metrics.significance.rank_sum_lower`). Within one
     cell the answers are the same and only their margin differs, so a small p says the
     stage flipped that error's least sure instances — what drift does — where a trainer
-    that learned the right answer fixes them whatever their margin."""
-    from factrl.metrics.significance import rank_sum_lower
+    that learned the right answer fixes them whatever their margin. ``p_holm``: ``p``
+    adjusted over the stage's cells (Holm), which the report's note reads."""
+    from factrl.metrics.significance import holm_adjust, rank_sum_lower
 
     by_cell: dict[str, tuple[list[float], list[float]]] = {}
     for ids, side in ((fixed, 0), (left, 1)):
@@ -142,18 +143,27 @@ def _fixes_lower(warm: dict[str, Conclusion], fixed: list[str], left: list[str])
             c = warm.get(i)
             if c is not None and c.p is not None:
                 by_cell.setdefault(_cell(c), ([], []))[side].append(c.p)
-    return {cell: {"fixed": len(f), "left": len(w), "p": rank_sum_lower(f, w)}
-            for cell, (f, w) in sorted(by_cell.items()) if f and w}
+    tests = {cell: {"fixed": len(f), "left": len(w), "p": rank_sum_lower(f, w)}
+             for cell, (f, w) in sorted(by_cell.items()) if f and w}
+    # a stage is tested in every cell that holds both: its flag must hold for them together
+    for t, adjusted in zip(tests.values(), holm_adjust([t["p"] for t in tests.values()])):
+        t["p_holm"] = adjusted
+    return tests
 
 
 def _fmt(s: dict[str, Any]) -> str:
     return f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f}), {s['n']}" if s.get("n") else "–"
 
 
+def _holm(t: dict[str, Any], cells: int) -> str:
+    return f"{t.get('p_holm', t['p']):.2g} adjusted over the stage's {cells} cells"
+
+
 def margin_lines(m: dict[str, Any] | None) -> list[str]:
     """The report's section: the warm-up's probability of its conclusion, per cell and
     over what each stage changed, and a note per stage and cell of wrong answers whose
-    fixes sit lower than the errors it left there (rank-sum p < 0.05)."""
+    fixes sit lower than the errors it left there (rank-sum p < 0.05, Holm-adjusted over
+    the stage's cells; results written before the adjustment are read by their p)."""
     if not m:
         return []
     lines = ["", "How sure the warm-up was of its conclusions (the probability it gave its own "
@@ -165,8 +175,10 @@ def margin_lines(m: dict[str, Any] | None) -> list[str]:
     notes = []
     for name, g in m["stages"].items():
         lines.append(f"| {name} | {_fmt(g['fixed'])} | {_fmt(g['still_wrong'])} | {_fmt(g['broken'])} |")
+        cells = g.get("fixes_lower", {})
         notes += [f"- {name}: of the warm-up's `{cell}` errors, the {t['fixed']} fixed sat lower in its "
-                  f"probability than the {t['left']} left (one-sided rank-sum p = {t['p']:.2g}): it flipped that "
+                  f"probability than the {t['left']} left (one-sided rank-sum p = {t['p']:.2g}"
+                  + (f", {_holm(t, len(cells))}" if len(cells) > 1 else "") + "): it flipped that "
                   "error's least sure answers, as drift would, not that error whatever its margin."
-                  for cell, t in g.get("fixes_lower", {}).items() if t["p"] < 0.05]
+                  for cell, t in cells.items() if t.get("p_holm", t["p"]) < 0.05]
     return lines + ([""] + notes if notes else [])
