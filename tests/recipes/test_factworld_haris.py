@@ -49,6 +49,41 @@ def test_stages_are_the_pairs_after_each_reasoner_stage(tmp_path):
     assert factworld_haris.load_pair(control) is None  # a single model plays both agents
 
 
+def test_a_one_stage_run_has_its_budget_curve_inside_the_reasoner_stage(tmp_path):
+    from factrl.recipes.factworld_config import grpo_config
+
+    cfg = load_run_config("haris_factworld_cpu", {"haris.rounds": 0})
+    cfg.output_dir = str(tmp_path / "grpo-none")
+    run, warm = tmp_path / "grpo-none", _model(tmp_path / "warmup" / "final")
+    stage = run / "foundation" / "reasoner"
+    _model(run / "foundation" / "searcher" / "final")
+    _model(stage / "final")
+    (stage / "metrics.jsonl").write_text("".join(json.dumps({"step": k, "loss": 0.0}) + "\n" for k in range(1, 11)))
+    for m in (2, 5, 8):
+        _model(stage / f"checkpoint-{m}")  # a full model: used as it is (an adapter is merged into the warm-up)
+    found = factworld_haris.stages(cfg, tmp_path, "none", warm, (0.25, 0.5, 1.0))
+    # 25 % of 10 updates is step 2 (rounded), 50 % step 5; the finished stage is 100 %
+    assert list(found) == ["grpo@20%", "grpo@50%", "grpo@100%"]
+    assert factworld_haris.load_pair(found["grpo@50%"]) == {
+        "reasoner": str(stage / "checkpoint-5"), "searcher": str(run / "foundation" / "searcher" / "final")}
+    # a share whose checkpoint was not saved is left out, not failed on
+    assert list(factworld_haris.stages(cfg, tmp_path, "none", warm, (0.3, 0.8, 1.0))) == ["grpo@80%", "grpo@100%"]
+    assert list(factworld_haris.stages(cfg, tmp_path, "none", warm, (1.0,))) == ["grpo@100%"]
+    # a control is its last stage only
+    cfg.output_dir = str(tmp_path / "grpo-invert_mask")
+    _model(tmp_path / "grpo-invert_mask" / "foundation" / "reasoner" / "final")
+    assert list(factworld_haris.stages(cfg, tmp_path, "invert_mask", warm, (0.5, 1.0))) == ["control-invert_mask@100%"]
+    # GRPO saves at those shares of the reasoner stage's updates (and as often as the preset's shares ask)
+    r = FactworldRecipe(**TINY, checkpoints=(0.5, 1.0), grpo_overrides={"haris.rounds": 0,
+                                                                        "haris.reasoner_steps_per_stage": 10})
+    assert grpo_config(r, tmp_path, "none").grpo.save_steps == 1  # gcd of the preset's 2, 4 and the stage's 5, 10
+    r = FactworldRecipe(**TINY, checkpoints=(1.0,), grpo_overrides={"haris.rounds": 0,
+                                                                    "haris.reasoner_steps_per_stage": 10})
+    assert grpo_config(r, tmp_path, "none").grpo.save_steps == 2
+    r = FactworldRecipe(**TINY, checkpoints=(1.0,), grpo_overrides={"haris.rounds": 2})
+    assert grpo_config(r, tmp_path, "none").grpo.save_steps == 4  # stages are its checkpoints: unchanged
+
+
 def test_teach_and_held_out_claims_are_two_way_balanced_and_the_report_scores_nei_as_refute(tmp_path):
     out = tmp_path / "run"
     r = FactworldRecipe(**TINY, teacher_noise=0.0)

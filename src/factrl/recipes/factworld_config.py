@@ -52,6 +52,10 @@ def grpo_config(r: Any, out: Path, control: str) -> Any:
     steps = cfg.grpo.max_steps
     marks = sorted({max(1, round(steps * f)) for f in r.checkpoints})
     cfg.grpo.save_steps = marks[0] if len(marks) == 1 else _gcd(marks)
+    stage = cfg.haris.reasoner_steps_per_stage or cfg.haris.steps_per_stage
+    if cfg.env.name == "haris" and cfg.haris.rounds == 0 and stage:
+        # the budget is the one reasoner stage's updates: save at their shares too
+        cfg.grpo.save_steps = _gcd([cfg.grpo.save_steps, *(max(1, round(stage * f)) for f in r.checkpoints)])
     cfg.grpo.save_total_limit = None
     return cfg
 

@@ -36,7 +36,11 @@ def stages(cfg: Any, out: Path, control: str, warmup: Path,
     """``grpo@P%`` (the real run: after the reasoner stages that ``checkpoints``, shares
     of the run, name — the share rounded to a stage, at least the first —, P its share of
     the reasoner stages) or ``control-<name>@P%`` (the last reached only) -> a directory
-    holding the pair's ``haris_pair.json``; stages not reached yet are left out."""
+    holding the pair's ``haris_pair.json``; stages not reached yet are left out. A run of
+    one reasoner stage (``haris.rounds = 0``) has its budget inside that stage: a share
+    below 1 names the stage's saved checkpoint at that share of its updates (its LoRA
+    adapter merged into ``warmup`` once, beside the pair file), with the stage's search
+    agent; a share whose checkpoint was not saved is left out."""
     from factrl.train.haris import stage_names
 
     run = Path(cfg.output_dir)
@@ -57,6 +61,8 @@ def stages(cfg: Any, out: Path, control: str, warmup: Path,
     chosen = [p for k, p in enumerate(pairs, 1) if k in marks]
     if pairs and pairs[-1] not in chosen and len(pairs) == len(reasoner_stages):
         chosen.append(pairs[-1])  # the finished run is always evaluated
+    if control == "none" and len(reasoner_stages) == 1 and pairs:
+        chosen = _within_stage(run / reasoner_stages[0], out, warmup, pairs[0][2], checkpoints) + chosen
     found: dict[str, Path] = {}
     for pct, reasoner, searcher in chosen if control == "none" else pairs[-1:]:
         name = ("grpo" if control == "none" else f"control-{control}") + f"@{pct}%"
@@ -64,6 +70,25 @@ def stages(cfg: Any, out: Path, control: str, warmup: Path,
         d.mkdir(parents=True, exist_ok=True)
         (d / PAIR_FILE).write_text(json.dumps({"reasoner": str(reasoner), "searcher": str(searcher)}, indent=2) + "\n")
         found[name] = d
+    return found
+
+
+def _within_stage(stage: Path, out: Path, warmup: Path, searcher: Path,
+                  checkpoints: tuple[float, ...]) -> list[tuple[int, Path, Path]]:
+    """``(P, reasoner, searcher)`` for each share of ``checkpoints`` below 1 whose
+    checkpoint the finished one-stage run ``stage`` saved."""
+    from factrl.recipes.checkpoints import last_step, merged_model
+
+    total = last_step(stage)
+    marks = sorted({round(total * f) for f in checkpoints if f < 1} - {0, total})
+    found = []
+    for m in marks:
+        src = stage / f"checkpoint-{m}"
+        if not src.is_dir():
+            continue
+        pct = round(100 * m / total)
+        dest = out / "models" / f"grpo-{pct}pct" / "reasoner"
+        found.append((pct, merged_model(src, warmup, dest), searcher))
     return found
 
 

@@ -15,9 +15,10 @@ __all__ = ["RESUMABLE", "RESUMABLE_OVERRIDES", "changed_settings", "check_settin
 # which only chooses) and how many short-form questions are asked (each count is
 # evaluated apart), and how
 # long GRPO may go on (each GRPO run records the budget it trained under in its own
-# directory), not what its stages make.
+# directory), and which checkpoints are evaluated (GRPO saves at the shares set when it
+# runs; a share set later names only a checkpoint that was saved), not what its stages make.
 RESUMABLE = ("controls", "eval_base", "eval_batch", "device", "dtype", "val_claims", "val_utility_drop",
-             "short_questions")
+             "short_questions", "checkpoints")
 RESUMABLE_OVERRIDES = ("grpo.max_minutes",)
 
 
