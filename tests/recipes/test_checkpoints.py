@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from factrl.recipes.checkpoints import last_step, merged_model
+from factrl.recipes.checkpoints import last_step, merged_model, saved_marks
 
 
 def test_last_step_is_the_highest_step_logged(tmp_path) -> None:
@@ -41,3 +41,11 @@ def test_a_checkpoint_becomes_a_full_model_once(tmp_path) -> None:
         assert torch.allclose(merged(ids).logits, peft(ids).logits, atol=1e-5)
     stamp = (dest / "config.json").stat().st_mtime_ns
     assert merged_model(tmp_path / "ckpt", base, dest) == dest and (dest / "config.json").stat().st_mtime_ns == stamp
+
+
+def test_saved_marks_name_only_the_checkpoints_a_run_saved(tmp_path) -> None:
+    for m in (2, 5):
+        (tmp_path / f"checkpoint-{m}").mkdir()
+    assert saved_marks(tmp_path, 10, (0.25, 0.5, 1.0), done=10) == [2, 5]  # 25 % rounds to step 2
+    assert saved_marks(tmp_path, 10, (0.3, 0.5), done=10) == [5]  # step 3 was never saved
+    assert saved_marks(tmp_path, 10, (0.5,), done=4) == []  # the run stopped before step 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["last_step", "merged_model"]
+__all__ = ["last_step", "merged_model", "saved_marks"]
 
 
 def last_step(run: Path) -> int:
@@ -13,6 +13,14 @@ def last_step(run: Path) -> int:
     from factrl.train.callbacks import read_metrics
 
     return max((int(r.get("step", 0)) for r in read_metrics(run / "metrics.jsonl")), default=0)
+
+
+def saved_marks(run: Path, steps: int, shares: tuple[float, ...], done: int) -> list[int]:
+    """The steps at ``shares`` of ``steps``, before ``done``, at which ``run`` saved a
+    checkpoint: shares set after the run (a resumed recipe may change them) name only
+    what it saved."""
+    marks = sorted({max(1, round(steps * f)) for f in shares})
+    return [m for m in marks if m < done and (run / f"checkpoint-{m}").is_dir()]
 
 
 def merged_model(src: Path, base: Path, dest: Path) -> Path:

@@ -329,14 +329,12 @@ def _run_stages(r: FactworldRecipe, out: Path, control: str, stages: dict[str, P
 
         stages.update(factworld_haris.stages(cfg, out, control, out / "warmup" / "final", r.checkpoints))
         return stages
-    from factrl.recipes.checkpoints import last_step, merged_model
+    from factrl.recipes.checkpoints import last_step, merged_model, saved_marks
 
     run = Path(cfg.output_dir)
     steps = cfg.grpo.max_steps
     done = last_step(run)  # a time budget can end a run before max_steps
-    # checkpoints set after GRPO ran (a resumed run may change them) name only what was saved
-    marks = [m for m in sorted({max(1, round(steps * f)) for f in r.checkpoints})
-             if m < done and (run / f"checkpoint-{m}").is_dir()]
+    marks = saved_marks(run, steps, r.checkpoints, done)
     if (run / "final" / "config.json").is_file() or (run / "final" / "adapter_config.json").is_file():
         marks.append(done)
     for m in marks if control == "none" else marks[-1:]:

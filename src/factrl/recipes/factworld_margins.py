@@ -179,6 +179,7 @@ def margin_lines(m: dict[str, Any] | None) -> list[str]:
         notes += [f"- {name}: of the warm-up's `{cell}` errors, the {t['fixed']} fixed sat lower in its "
                   f"probability than the {t['left']} left (one-sided rank-sum p = {t['p']:.2g}"
                   + (f", {_holm(t, len(cells))}" if len(cells) > 1 else "") + "): it flipped that "
-                  "error's least sure answers, as drift would, not that error whatever its margin."
+                  "error's least sure answers first, as drift does and as a trainer part of the way does too; "
+                  "at a run's end, against its controls paired by claim, the two part."
                   for cell, t in cells.items() if t.get("p_holm", t["p"]) < 0.05]
     return lines + ([""] + notes if notes else [])
