@@ -77,18 +77,14 @@ def _within_stage(stage: Path, out: Path, warmup: Path, searcher: Path,
                   checkpoints: tuple[float, ...]) -> list[tuple[int, Path, Path]]:
     """``(P, reasoner, searcher)`` for each share of ``checkpoints`` below 1 whose
     checkpoint the finished one-stage run ``stage`` saved."""
-    from factrl.recipes.checkpoints import last_step, merged_model
+    from factrl.recipes.checkpoints import last_step, merged_model, saved_marks
 
     total = last_step(stage)
-    marks = sorted({round(total * f) for f in checkpoints if f < 1} - {0, total})
     found = []
-    for m in marks:
-        src = stage / f"checkpoint-{m}"
-        if not src.is_dir():
-            continue
+    for m in saved_marks(stage, total, tuple(f for f in checkpoints if f < 1), total):
         pct = round(100 * m / total)
-        dest = out / "models" / f"grpo-{pct}pct" / "reasoner"
-        found.append((pct, merged_model(src, warmup, dest), searcher))
+        found.append((pct, merged_model(stage / f"checkpoint-{m}", warmup,
+                                        out / "models" / f"grpo-{pct}pct" / "reasoner"), searcher))
     return found
 
 

@@ -132,8 +132,9 @@ def _fixes_lower(warm: dict[str, Conclusion], fixed: list[str], left: list[str])
     fixed and claims it left wrong: one-sided rank-sum p that the fixed ones were the
     warm-up's less sure (:func:`factrl.metrics.significance.rank_sum_lower`). Within one
     cell the answers are the same and only their margin differs, so a small p says the
-    stage flipped that error's least sure instances — what drift does — where a trainer
-    that learned the right answer fixes them whatever their margin. ``p_holm``: ``p``
+    stage flipped that error's least sure instances — what drift does, and what a trainer
+    part of the way does too; one that learned the right answer fixes them whatever their
+    margin by the run's end. ``p_holm``: ``p``
     adjusted over the stage's cells (Holm), which the report's note reads."""
     from factrl.metrics.significance import holm_adjust, rank_sum_lower
 
