@@ -278,3 +278,26 @@ def write_snli_sdist(path: Path, files: dict[str, bytes]) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path
+
+
+class VowelReward:
+    """A reward a random tiny model can vary: the share of vowels in the model's text (0
+    on the claims in ``flat``, whose groups are then always constant)."""
+
+    components = ("format",)
+    diagnostics = ()
+
+    def __init__(self, name: str, flat: frozenset[str] = frozenset()) -> None:
+        self.name, self.flat = name, flat
+
+    def score(self, trajectories):
+        from factrl.types import RewardBreakdown
+
+        out = []
+        for t in trajectories:
+            share = sum(ch in "aeiou" for ch in t.model_text) / max(1, len(t.model_text))
+            out.append(RewardBreakdown(components={"format": 0.0}, total=0.0 if t.claim_id in self.flat else share))
+        return out
+
+    def configure(self, params, deps=None):
+        return self

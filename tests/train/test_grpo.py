@@ -13,9 +13,9 @@ from factrl.rewards.base import REWARDS  # noqa: E402
 from factrl.train.callbacks import curve_series, plot_curves, read_metrics  # noqa: E402
 from factrl.train.config import GRPORunConfig, load_run_config  # noqa: E402
 from factrl.train.grpo import train_grpo  # noqa: E402
-from factrl.types import Message, RewardBreakdown, Verdict  # noqa: E402
+from factrl.types import Message, Verdict  # noqa: E402
 
-from _support import REPO  # noqa: E402
+from _support import REPO, VowelReward  # noqa: E402
 
 
 class VowelEnv:
@@ -47,27 +47,9 @@ class VowelEnv:
         return Verdict()
 
 
-class VowelReward:
-    """The share of vowels in the model's text."""
-
-    name = "vowel_test"
-    components = ("format",)
-    diagnostics = ()
-
-    def score(self, trajectories):
-        out = []
-        for t in trajectories:
-            share = sum(ch in "aeiou" for ch in t.model_text) / max(1, len(t.model_text))
-            out.append(RewardBreakdown(components={"format": 0.0}, total=share))
-        return out
-
-    def configure(self, params, deps=None):
-        return self
-
-
 if "vowel_test" not in ENVS:
     ENVS.register("vowel_test")(VowelEnv)
-    REWARDS.register("vowel_test")(VowelReward())
+    REWARDS.register("vowel_test")(VowelReward("vowel_test"))
 
 
 @pytest.fixture(scope="module")

@@ -235,3 +235,15 @@ class NonFiniteGradGuard(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if logs is not None and "loss" in logs:
             logs["skipped_nonfinite_steps"] = self.skipped
+
+
+class ExtraLogs(TrainerCallback):
+    """Adds ``figures()`` (e.g. dynamic sampling's counts since the last log) to each log
+    of a training step, before the metrics file writes it."""
+
+    def __init__(self, figures: Any) -> None:
+        self.figures = figures
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if logs is not None and "loss" in logs:
+            logs.update(self.figures())

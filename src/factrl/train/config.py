@@ -152,6 +152,10 @@ class GRPOSettings:
     # earlier ones conditioned on but masked like observations, so a verdict reward
     # does not also rewrite the questions that led to it).
     trained_turns: str = "all"
+    # Dynamic sampling (DAPO): a group whose rewards are all equal (no advantage) is rolled
+    # out again on another training claim of its gold label, up to this many tries, and
+    # the first that varies takes its place (factrl.train.dynamic_sampling); 0 = off.
+    resample_constant: int = 0
 
 
 @dataclass
@@ -274,6 +278,9 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
         if cfg.haris.reasoner_trained_turns:
             check_trained_turns(cfg.haris.reasoner_trained_turns, key="haris.reasoner_trained_turns")
         cfg.grpo.label_mix = label_weights(cfg.grpo.label_mix)
+        r = cfg.grpo.resample_constant
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise ValueError(f"grpo.resample_constant must be a whole number >= 0 (tries a constant group), got {r!r}")
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return cfg

@@ -98,7 +98,7 @@ def train_grpo(
     from trl import GRPOConfig, GRPOTrainer
 
     from factrl.lm.device import describe_device, torch_dtype
-    from factrl.train.callbacks import (FrozenWeightCasts, JsonlMetricsCallback, NonFiniteGradGuard,
+    from factrl.train.callbacks import (ExtraLogs, FrozenWeightCasts, JsonlMetricsCallback, NonFiniteGradGuard,
                                         TimeBudgetCallback, plot_curves)
     from factrl.train.rollout_adapter import EnvRollout, contexts_per_trajectory, reward_functions, trained_roles
     from factrl.train.setup import run_env_factory, run_reward
@@ -138,6 +138,8 @@ def train_grpo(
         roles=roles,
         control=g.control,
         trained_turns=g.trained_turns,
+        group_size=g.num_generations,
+        resample_constant=g.resample_constant,
     )
     funcs, weights = reward_functions(reward, control=g.control)
     # device and mixed precision from model.device/model.dtype (use_cpu: transformers
@@ -162,7 +164,8 @@ def train_grpo(
         train_dataset=Dataset.from_dict({"prompt": list(by_key)}),
         rollout_func=rollout,
         peft_config=peft_config,
-        callbacks=[NonFiniteGradGuard(), JsonlMetricsCallback(out / "metrics.jsonl")]
+        callbacks=[NonFiniteGradGuard()] + ([ExtraLogs(rollout.resampled.take)] if g.resample_constant else [])
+        + [JsonlMetricsCallback(out / "metrics.jsonl")]
         + ([TimeBudgetCallback(g.max_minutes)] if g.max_minutes else []) + ([casts] if casts else []),
     )
     _say(

@@ -228,8 +228,11 @@ class EnvRollout:
         roles: Collection[str] = (),
         control: str = "none",
         trained_turns: str = "all",
+        group_size: int = 1,
+        resample_constant: int = 0,
     ) -> None:
         from factrl.train.controls import check_control
+        from factrl.train.dynamic_sampling import ResampleCounts
 
         if rows_per_trajectory < 1:
             raise ValueError(f"rows_per_trajectory must be >= 1, got {rows_per_trajectory}")
@@ -244,6 +247,11 @@ class EnvRollout:
         self.rollout = rollout
         self.on_trajectories = on_trajectories
         self.calls = 0
+        # dynamic sampling (factrl.train.dynamic_sampling): G episodes a group, tries a slot
+        if group_size < 1 or resample_constant < 0:
+            raise ValueError(f"group_size must be >= 1 and resample_constant >= 0, got {group_size}, {resample_constant}")
+        self.group_size, self.resample_constant = int(group_size), int(resample_constant)
+        self.resampled = ResampleCounts()
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         import torch
@@ -272,6 +280,8 @@ class EnvRollout:
                 seen: dict[str, int] = {}
                 jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in episodes]
                 trajs = run_jobs(jobs, lm, cfg, reward=self.reward, lms=self.lms)
+                if self.resample_constant:
+                    trajs = self._resample(trajs, episodes, lm, cfg, seen)
             finally:
                 model.train(was_training)
         self.calls += 1
@@ -286,6 +296,25 @@ class EnvRollout:
         if self.control != "none":  # a broken-trainer control (tests and benchmarks only)
             apply_control(out, list(prompts), self.control, total=TOTAL, seed=(self.rollout.seed or 0) + self.calls)
             out.pop("_inserted", None)
+        return out
+
+
+    def _resample(self, trajs: list[Trajectory], episodes: list[Claim], lm: Any, cfg: RolloutConfig,
+                  seen: dict[str, int]) -> list[Trajectory]:
+        """Constant groups replaced by groups of other claims (dynamic sampling), with the
+        same live policy and sampling settings; counted in :attr:`resampled`."""
+        import random
+
+        from factrl.train.dynamic_sampling import resample_constant_groups
+
+        def rollout(claims: list[Claim]) -> list[Trajectory]:
+            jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in claims]
+            return run_jobs(jobs, lm, cfg, reward=self.reward, lms=self.lms)
+
+        rng = random.Random(f"{self.rollout.seed}|{self.calls}|resample")
+        out, counts = resample_constant_groups(trajs, episodes, self.group_size, list(self.claims.values()),
+                                               self.resample_constant, rng, rollout)
+        self.resampled.add(counts)
         return out
 
 

@@ -1,0 +1,123 @@
+"""Dynamic sampling (DAPO, Yu et al. 2025, §3.2) within TRL's fixed batch shape.
+
+A GRPO group whose rewards are all equal has zero advantage everywhere: its rollouts cost
+a generation and a backward pass and teach nothing. A warm-up that is sure of its answers
+makes most groups so (the HARIS recipe ``haris_sure_slip``: half to all of an update's
+groups constant, and with one GRPO seed no answer moved in ten updates). DAPO samples more
+prompts until the batch holds enough groups that vary; TRL's ``rollout_func`` must return
+exactly the rows it was asked for, so here a constant group is *replaced*: its slot is
+rolled out again on another training claim of the same gold label (so a label-balanced
+update stays balanced), up to ``tries`` times a slot, and the first replacement whose
+rewards vary takes the slot. A slot no try fills keeps its original group. The batch's
+other groups are untouched, and the trainer only ever sees rollouts of its live policy.
+
+The decision reads the true reward totals, before a broken-trainer control alters them
+(a control breaks the update, not the sampling). Replacements are drawn with a seeded
+generator from the training claims outside the batch, so a run is reproducible; a claim
+may thus be seen more than once an epoch. What it costs: one more rollout of G episodes
+per constant slot and try (the backward pass is unchanged). :class:`ResampleCounts` keeps
+what happened; the trainer logs it beside TRL's ``frac_reward_zero_std`` (which it lowers).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from factrl.types import Claim, Trajectory
+
+__all__ = ["ResampleCounts", "constant_groups", "resample_constant_groups"]
+
+
+@dataclass
+class ResampleCounts:
+    """Counts since the last :meth:`take`: groups rolled out, groups constant at first,
+    replacement groups rolled out, slots filled by one that varies, slots left constant."""
+
+    groups: int = 0
+    constant: int = 0
+    tried: int = 0
+    replaced: int = 0
+    left: int = 0
+
+    def add(self, other: ResampleCounts) -> None:
+        for k in self.__dataclass_fields__:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def take(self) -> dict[str, float]:
+        """The logged figures (and reset): ``groups/constant_before`` and
+        ``groups/constant_after`` as fractions of the groups, ``groups/resampled`` and
+        ``groups/replaced`` as counts."""
+        out = {}
+        if self.groups:
+            out = {"groups/constant_before": self.constant / self.groups, "groups/constant_after": self.left / self.groups,
+                   "groups/resampled": float(self.tried), "groups/replaced": float(self.replaced)}
+        self.__init__()  # type: ignore[misc]
+        return out
+
+
+def _total(t: Trajectory) -> float:
+    return float(t.reward.total) if t.prompt_ids and t.reward is not None else 0.0
+
+
+def _is_constant(group: Sequence[Trajectory]) -> bool:
+    totals = [_total(t) for t in group]
+    return max(totals) - min(totals) <= 1e-9
+
+
+def constant_groups(trajs: Sequence[Trajectory], size: int) -> list[int]:
+    """Indices of the runs of ``size`` consecutive trajectories whose reward totals are all
+    equal (a failed reset counts 0, as the trainer's row does)."""
+    if size < 1 or len(trajs) % size:
+        raise ValueError(f"{len(trajs)} trajectories are not groups of {size}")
+    return [g for g in range(len(trajs) // size) if _is_constant(trajs[g * size:(g + 1) * size])]
+
+
+def resample_constant_groups(
+    trajs: Sequence[Trajectory],
+    starts: Sequence[Claim],
+    size: int,
+    pool: Sequence[Claim],
+    tries: int,
+    rng: random.Random,
+    rollout: Callable[[list[Claim]], list[Trajectory]],
+) -> tuple[list[Trajectory], ResampleCounts]:
+    """``trajs`` (``starts[i]`` the claim of ``trajs[i]``, in groups of ``size``) with each
+    constant group replaced by the first of up to ``tries`` groups of another ``pool``
+    claim of the same gold label whose rewards vary. ``rollout(claims)`` runs one episode
+    per claim given (each replacement claim ``size`` times, consecutively), all slots of a
+    try in one batch. No claim of the batch or an earlier replacement is drawn again."""
+    out = list(trajs)
+    pending = constant_groups(out, size)
+    counts = ResampleCounts(groups=len(out) // size, constant=len(pending))
+    by_label: dict[object, list[Claim]] = {}
+    for c in pool:
+        by_label.setdefault(c.label, []).append(c)
+    used = {c.id for c in starts}
+    for _ in range(max(0, tries)):
+        picks: list[tuple[int, Claim]] = []
+        for g in pending:
+            options = [c for c in by_label.get(starts[g * size].label, ()) if c.id not in used]
+            if options:
+                pick = rng.choice(options)
+                used.add(pick.id)
+                picks.append((g, pick))
+        if not picks:
+            break
+        new = rollout([c for _, c in picks for _ in range(size)])
+        if len(new) != len(picks) * size:
+            raise RuntimeError(f"the replacement rollout returned {len(new)} trajectories for {len(picks) * size} episodes")
+        counts.tried += len(picks)
+        filled = set()
+        for k, (g, _) in enumerate(picks):
+            group = new[k * size:(k + 1) * size]
+            if not _is_constant(group):
+                out[g * size:(g + 1) * size] = group
+                filled.add(g)
+        counts.replaced += len(filled)
+        pending = [g for g in pending if g not in filled]
+        if not pending:
+            break
+    counts.left = len(pending)
+    return out, counts
