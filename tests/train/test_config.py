@@ -160,6 +160,13 @@ def test_label_balanced_grpo_keeps_an_interleaved_order_that_trl_does_not_reshuf
     first = [order[i].label for i in idx[: g * n : g]]
     # every label in the first update (4 prompts), though 8 of 16 claims are SUPPORT
     assert set(first) == {Label.SUPPORT, Label.REFUTE, Label.NEI}
+    # grpo.order_seed seeds the order alone: seed 1 with order 0 is seed 0's order
+    def order_of(**grpo):
+        c = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path), "grpo.label_balanced": True,
+                                                    **{f"grpo.{k}": v for k, v in grpo.items()}})
+        return [x.id for x in training_order(claims, c)]
+
+    assert order_of(seed=1, order_seed=0) == order_of(seed=0) != order_of(seed=1)
     # the default: as given, and TRL shuffles
     plain = load_run_config("veri_r1_offline_cpu", {"output_dir": str(tmp_path)})
     assert training_order(claims, plain) == claims

@@ -156,6 +156,9 @@ class GRPOSettings:
     # out again on another training claim of its gold label, up to this many tries, and
     # the first that varies takes its place (factrl.train.dynamic_sampling); 0 = off.
     resample_constant: int = 0
+    # The label-balanced training order's seed (None: grpo.seed), to tell what the order
+    # does from what the rollouts' sampling and the adapter's initialisation do.
+    order_seed: int | None = None
 
 
 @dataclass

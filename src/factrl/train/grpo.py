@@ -31,8 +31,8 @@ def _say(msg: str) -> None:
 
 def training_order(claims: list[Claim], cfg: GRPORunConfig) -> list[Claim]:
     """The claims in the order the trainer's dataset holds them: label-interleaved
-    (seeded, in the proportions of ``grpo.label_mix``) with ``grpo.label_balanced``, else
-    as given (TRL then shuffles)."""
+    (seeded by ``grpo.order_seed``, else ``grpo.seed``, in the proportions of
+    ``grpo.label_mix``) with ``grpo.label_balanced``, else as given (TRL then shuffles)."""
     if not cfg.grpo.label_balanced:
         if cfg.grpo.label_mix:
             raise ValueError("grpo.label_mix needs grpo.label_balanced = true")
@@ -40,7 +40,8 @@ def training_order(claims: list[Claim], cfg: GRPORunConfig) -> list[Claim]:
     from factrl.datasets.sampling import interleave_labels
     from factrl.train.config import label_weights
 
-    return interleave_labels(claims, seed=cfg.grpo.seed, weights=label_weights(cfg.grpo.label_mix))
+    seed = cfg.grpo.seed if cfg.grpo.order_seed is None else cfg.grpo.order_seed
+    return interleave_labels(claims, seed=seed, weights=label_weights(cfg.grpo.label_mix))
 
 
 def resolved_config(cfg: GRPORunConfig) -> GRPORunConfig:
