@@ -3,7 +3,9 @@
 A GRPO group whose rewards are all equal has zero advantage everywhere: its rollouts cost
 a generation and a backward pass and teach nothing. A warm-up that is sure of its answers
 makes most groups so (the HARIS recipe ``haris_sure_slip``: half to all of an update's
-groups constant, and with one GRPO seed no answer moved in ten updates). DAPO samples more
+groups constant). It is no cure for every stalled run: on that recipe's GRPO seed 1 it
+filled 6 of the 28 constant groups' slots, mostly by format failures, and no answer moved,
+while another claim order did (docs/benchmarks.md, "How often a GRPO seed moves"). DAPO samples more
 prompts until the batch holds enough groups that vary; TRL's ``rollout_func`` must return
 exactly the rows it was asked for, so here a constant group is *replaced*: its slot is
 rolled out again on another training claim of the same gold label (so a label-balanced
