@@ -278,10 +278,14 @@ class EnvRollout:
                 # TRL repeats each prompt num_generations times: number the episodes, so
                 # each group member samples with its own seed.
                 seen: dict[str, int] = {}
-                jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in episodes]
-                trajs = run_jobs(jobs, lm, cfg, reward=self.reward, lms=self.lms)
+
+                def rollout(claims: list[Claim]) -> list[Trajectory]:
+                    jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in claims]
+                    return run_jobs(jobs, lm, cfg, reward=self.reward, lms=self.lms)
+
+                trajs = rollout(episodes)
                 if self.resample_constant:
-                    trajs = self._resample(trajs, episodes, lm, cfg, seen)
+                    trajs = self._resample(trajs, episodes, rollout)
             finally:
                 model.train(was_training)
         self.calls += 1
@@ -298,18 +302,14 @@ class EnvRollout:
             out.pop("_inserted", None)
         return out
 
-
-    def _resample(self, trajs: list[Trajectory], episodes: list[Claim], lm: Any, cfg: RolloutConfig,
-                  seen: dict[str, int]) -> list[Trajectory]:
-        """Constant groups replaced by groups of other claims (dynamic sampling), with the
-        same live policy and sampling settings; counted in :attr:`resampled`."""
+    def _resample(self, trajs: list[Trajectory], episodes: list[Claim],
+                  rollout: Callable[[list[Claim]], list[Trajectory]]) -> list[Trajectory]:
+        """Constant groups replaced by groups of other claims (dynamic sampling), rolled out
+        by ``rollout`` (the same live policy and sampling settings); counted in
+        :attr:`resampled`."""
         import random
 
         from factrl.train.dynamic_sampling import resample_constant_groups
-
-        def rollout(claims: list[Claim]) -> list[Trajectory]:
-            jobs = [Job(self.make_env, c, group_index=_count(seen, c.id)) for c in claims]
-            return run_jobs(jobs, lm, cfg, reward=self.reward, lms=self.lms)
 
         rng = random.Random(f"{self.rollout.seed}|{self.calls}|resample")
         out, counts = resample_constant_groups(trajs, episodes, self.group_size, list(self.claims.values()),
