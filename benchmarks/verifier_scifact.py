@@ -111,7 +111,7 @@ def agent(args: argparse.Namespace) -> dict[str, Any]:
     index = load_index(args.index)
     verifier = load_verifier(args.verifier, precision=args.precision)
     params = {"top_k": args.top_k, "granularity": args.granularity, "verifier": args.verifier,
-              "precision": args.precision}
+              "precision": args.precision, "with_title": args.with_title}
     held = _claims(args.data_dir, "held_out")
     report: dict[str, Any] = {"verifier": verifier.info(), "params": params, "split": "held_out"}
     t0 = time.perf_counter()
@@ -253,6 +253,8 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", help="the agent's scoring precision (auto: bf16 where native)")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "int8"], help="speed: the precisions timed")
     ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--with-title", action="store_true", help="agent: each scored sentence after its abstract's "
+                    "title (for verifiers trained on scifact_titled)")
     ap.add_argument("--max-units", type=int, default=5, help="aggregation: units read, 1 to this")
     ap.add_argument("--pairs", type=int, default=512)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])

@@ -87,6 +87,30 @@ def test_scifact_held_out_claims_keep_no_single_sentence_pairs(tmp_path):
     assert not [p for p in pairs if p.kind == "gold_sentence"]
 
 
+def test_titled_scifact_sources_put_the_abstract_title_first_and_hold_out_the_same_claims(tmp_path):
+    folder = _write_scifact(tmp_path / "scifact")
+    with (folder / "corpus.jsonl").open("a") as f:
+        f.write(json.dumps({"doc_id": 4, "title": "T4", "abstract": ["Fever in adults was measured daily."],
+                            "structured": False}) + "\n")
+    fractions = SplitFractions(held_out=0.5, validation=0.0, seed=3)
+    plain = build_pairs(tmp_path, ["scifact", "scifact_retrieved"], fractions)
+    titled = build_pairs(tmp_path, ["scifact_titled", "scifact_retrieved_titled"], fractions)
+    assert len(plain) == len(titled)
+    titles = {"1": "T1", "2": "T2", "3": "T3", "4": "T4"}
+    for p, t in zip(plain, titled):
+        assert t.source == p.source.replace("scifact", "scifact_titled", 1).replace("titled_retrieved",
+                                                                                     "retrieved_titled")
+        assert (t.claim_id, t.label, t.kind, t.group, t.split) == (p.claim_id, p.label, p.kind, p.group, p.split)
+        title, _, rest = t.evidence.partition(": ")
+        assert title in titles.values() and rest == p.evidence
+    by = {(p.claim_id, p.kind): p.evidence for p in titled}
+    assert by[("11", "gold")] == "T1: Aspirin lowers fever in adults. Aspirin dosage was fixed."
+    assert by[("13", "cited")].startswith("T3: ")
+    # the split is SciFact's: a titled source's held-out claims are the plain source's
+    assert {p.claim_id for p in plain if p.split == "held_out"} == {p.claim_id for p in titled if p.split == "held_out"}
+    assert {p.split for p in plain} == {"train", "held_out"}
+
+
 def _write_feverous(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [

@@ -5,7 +5,7 @@ matrix, the contradiction ROC AUC (P(REFUTE), REFUTE against the rest) and the E
 all its held-out pairs; for SciFact also over the *rationale* pairs (a SUPPORT/REFUTE
 claim with its gold rationale sentences, an NEI claim with the best sentences of the
 abstracts it cites: SciFact's label-prediction setting, without the gold abstract's
-other sentences). Intervals: percentile bootstrap over claims (1,000 resamples, seeded),
+other sentences; ``scifact_titled`` likewise). Intervals: percentile bootstrap over claims (1,000 resamples, seeded),
 since one claim's pairs are not independent.
 """
 
@@ -21,9 +21,10 @@ from factrl.verifier.calibration import pair_metrics, roc_auc
 from factrl.verifier.pairs import Pair
 from factrl.verifier.scoring import PairVerifier
 
-__all__ = ["RATIONALE_KINDS", "bootstrap_intervals", "evaluate_pairs"]
+__all__ = ["RATIONALE_KINDS", "RATIONALE_SOURCES", "bootstrap_intervals", "evaluate_pairs"]
 
 RATIONALE_KINDS = frozenset({"gold", "cited"})
+RATIONALE_SOURCES = frozenset({"scifact", "scifact_titled"})  # sources whose rationale subset is reported
 
 
 def _macro_f1(probs: np.ndarray, targets: np.ndarray) -> float:
@@ -85,7 +86,7 @@ def evaluate_pairs(verifier: PairVerifier, pairs: Sequence[Pair], *, rounds: int
     for source in sorted({p.source for p in pairs}):
         idx = [i for i, p in enumerate(pairs) if p.source == source]
         block = {"all": _block(probs[idx], [pairs[i] for i in idx], rounds)}
-        if source == "scifact":
+        if source in RATIONALE_SOURCES:
             rat = [i for i in idx if pairs[i].kind in RATIONALE_KINDS]
             block["rationale"] = _block(probs[rat], [pairs[i] for i in rat], rounds)
         out["sources"][source] = block

@@ -131,7 +131,8 @@ class PairSource(Protocol):
 
 
 PAIR_SOURCES: Registry[PairSource] = Registry("verifier pair source")
-for _name in ("scifact", "scifact_retrieved", "climate_fever", "feverous_s", "averitec", "veri_r1_offline"):
+for _name in ("scifact", "scifact_retrieved", "scifact_titled", "scifact_retrieved_titled", "climate_fever",
+              "feverous_s", "averitec", "veri_r1_offline"):
     PAIR_SOURCES.register_lazy(_name, "factrl.verifier.sources")
 PAIR_SOURCES.register_lazy("scifact_negated", "factrl.verifier.negation")
 PAIR_SOURCES.register_lazy("snli", "factrl.verifier.snli")

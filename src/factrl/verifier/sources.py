@@ -19,7 +19,9 @@
 ``scifact_negated`` (opt-in, ``factrl.verifier.negation``): SciFact's training SUPPORT
 pairs with the claim negated by rule, as REFUTE pairs. ``scifact_retrieved`` (opt-in):
 each training claim with the best BM25 sentences of abstracts it does not cite, as NOT
-ENOUGH INFO.
+ENOUGH INFO. ``scifact_titled`` and ``scifact_retrieved_titled`` (opt-in) are the two
+with each evidence text after its abstract's title (``Title: text``), held out by the
+same claim groups.
 
 FEVER's files and Veri-R1's ``train_online`` name evidence by id only (the Wikipedia dump
 is not here), so they give no pairs. Hard negatives are searched within one split, so no
@@ -116,39 +118,54 @@ def _scifact_read(folder_name: str, stamps: tuple[Any, ...]) -> tuple[list[Claim
     return claims, connected_groups(keys), docs, rows, ranker
 
 
+def _sentence(docs: dict[str, Any], doc_id: str, i: int, titles: bool) -> str:
+    """Sentence ``i`` of abstract ``doc_id``, after its title when ``titles``."""
+    d = docs[doc_id]
+    return titled(str(d.title or ""), d.sentences[i]) if titles else d.sentences[i]
+
+
 @dataclass(frozen=True)
 class SciFactPairs:
+    """``titles``: every evidence text after its abstract's title (``Title: text``), the
+    way ``retrieve_verify --with-title`` reads; the split is SciFact's either way, so the
+    titled and untitled sources hold out the same claims."""
+
     name: str = "scifact"
     path: str = "scifact"
     negatives: int = 1  # non-rationale sentences of the gold abstract per SUPPORT/REFUTE claim
     cited: int = 2  # sentences of the cited abstracts per NEI claim
+    titles: bool = False
 
     def pairs(self, data_dir: Path, fractions: SplitFractions) -> list[Pair]:
         claims, groups, docs, rows, ranker = _scifact(Path(data_dir) / self.path)
         out: list[Pair] = []
         for claim, group in zip(claims, groups):
-            split = split_of(self.name, group, fractions)
+            split = split_of("scifact", group, fractions)
 
             def pair(evidence: str, label: Label, kind: str) -> Pair:
                 return Pair(self.name, claim.id, claim.text, evidence, label, kind, group, split)
+
+            def row(r: int) -> str:
+                return _sentence(docs, rows[r][0], rows[r][1], self.titles)
 
             if claim.label in (Label.SUPPORT, Label.REFUTE):
                 by_doc: dict[str, list[str]] = {}
                 for ref in claim.evidence:
                     by_doc.setdefault(str(ref.doc_id), []).append(str(ref.text))
-                for sentences in by_doc.values():
-                    out.append(pair(" ".join(sentences), claim.label, "gold"))
+                for doc_id, sentences in by_doc.items():
+                    title = str(docs[doc_id].title or "") if self.titles and doc_id in docs else ""
+                    out.append(pair(titled(title, " ".join(sentences)), claim.label, "gold"))
                     if len(sentences) > 1 and split == "train":
-                        out += [pair(s, claim.label, "gold_sentence") for s in sentences]
+                        out += [pair(titled(title, s), claim.label, "gold_sentence") for s in sentences]
                 gold_ids = {e.id for e in claim.evidence}
                 gold_docs = set(by_doc)
                 hits = ranker.best(claim.text, self.negatives, lambda r: rows[r][0] in gold_docs
                                    and docs[rows[r][0]].sentence_ids[rows[r][1]] not in gold_ids)
-                out += [pair(docs[rows[r][0]].sentences[rows[r][1]], Label.NEI, "hard_negative") for r in hits]
+                out += [pair(row(r), Label.NEI, "hard_negative") for r in hits]
             elif claim.label == Label.NEI:
                 cited = {str(d) for d in claim.meta.get("cited_doc_ids", [])} & set(docs)
                 hits = ranker.best(claim.text, self.cited, lambda r: rows[r][0] in cited)
-                out += [pair(docs[rows[r][0]].sentences[rows[r][1]], Label.NEI, "cited") for r in hits]
+                out += [pair(row(r), Label.NEI, "cited") for r in hits]
         return out
 
 
@@ -162,6 +179,7 @@ class SciFactRetrievedPairs:
     name: str = "scifact_retrieved"
     path: str = "scifact"
     per_claim: int = 2
+    titles: bool = False  # as SciFactPairs.titles
 
     def pairs(self, data_dir: Path, fractions: SplitFractions) -> list[Pair]:
         claims, groups, docs, rows, ranker = _scifact(Path(data_dir) / self.path)
@@ -171,8 +189,8 @@ class SciFactRetrievedPairs:
                 continue
             own = {str(d) for d in claim.meta.get("cited_doc_ids", [])} | {str(e.doc_id) for e in claim.evidence}
             for r in ranker.best(claim.text, self.per_claim, lambda r: str(rows[r][0]) not in own):
-                out.append(Pair(self.name, claim.id, claim.text, docs[rows[r][0]].sentences[rows[r][1]], Label.NEI,
-                                "retrieved", group, "train"))
+                out.append(Pair(self.name, claim.id, claim.text, _sentence(docs, rows[r][0], rows[r][1], self.titles),
+                                Label.NEI, "retrieved", group, "train"))
         return out
 
 
@@ -302,6 +320,8 @@ class VeriR1OfflinePairs:
 
 PAIR_SOURCES.register("scifact")(SciFactPairs())
 PAIR_SOURCES.register("scifact_retrieved")(SciFactRetrievedPairs())
+PAIR_SOURCES.register("scifact_titled")(SciFactPairs(name="scifact_titled", titles=True))
+PAIR_SOURCES.register("scifact_retrieved_titled")(SciFactRetrievedPairs(name="scifact_retrieved_titled", titles=True))
 PAIR_SOURCES.register("climate_fever")(ClimateFeverPairs())
 PAIR_SOURCES.register("feverous_s")(FeverousSPairs())
 PAIR_SOURCES.register("averitec")(AveritecPairs())
