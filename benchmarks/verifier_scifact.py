@@ -4,8 +4,11 @@
 verifier's held-out SciFact claims (the claim groups its training never saw; CONFLICTING
 claims, with no three-way label, are left out): label accuracy with a Wilson 95 %
 interval, per-label recall with intervals, macro-F1, gold-evidence hits, seconds per
-claim. ``--tune`` first picks the two aggregation thresholds on the *validation* claims
-(grid, best accuracy) and reports held-out figures with them beside the verifier's own.
+claim. The agent decides at the verifier's agent thresholds where its manifest has them,
+else at its pair thresholds (``--pair-thresholds`` forces those; the report gives both).
+``--tune`` picks the two aggregation thresholds on the *validation* claims (grid, best
+accuracy) and reports held-out figures with them; ``--record FOLDER`` writes them into
+that verifier's manifest as its agent thresholds.
 
 ``aggregation``: what else the agent could read and how it could decide, chosen on the
 validation claims only: the top 1–5 units' sentences, adjacent two-sentence windows and
@@ -112,12 +115,18 @@ def agent(args: argparse.Namespace) -> dict[str, Any]:
     verifier = load_verifier(args.verifier, precision=args.precision)
     params = {"top_k": args.top_k, "granularity": args.granularity, "verifier": args.verifier,
               "precision": args.precision, "with_title": args.with_title}
+    pair = verifier.thresholds
+    if args.pair_thresholds:  # as before agent thresholds existed
+        params.update(support_threshold=pair.support, refute_threshold=pair.refute)
     held = _claims(args.data_dir, "held_out")
     report: dict[str, Any] = {"verifier": verifier.info(), "params": params, "split": "held_out"}
     t0 = time.perf_counter()
     trajs = _run(held, index, verifier, params)
     report["wall_s"] = time.perf_counter() - t0
-    report["own_thresholds"] = _summary(held, trajs)
+    used = (verifier.agent_thresholds if verifier.agent_thresholds and not args.pair_thresholds else pair)
+    report["own_thresholds"] = {"thresholds": {"support": used.support, "refute": used.refute},
+                                "which": "pair" if used is pair else "agent", **_summary(held, trajs)}
+    report["pair_thresholds"] = _summary(held, _relabel(trajs, pair.support, pair.refute))
     if args.tune:
         val = _claims(args.data_dir, "validation")
         vtrajs = _run(val, index, verifier, params)
@@ -138,6 +147,16 @@ def agent(args: argparse.Namespace) -> dict[str, Any]:
                 "tuned_thresholds": list(tuned),
                 "tuned_validation": _summary(val, _relabel(vtrajs, *tuned, units=m))["accuracy"],
                 "tuned_held_out": _summary(held, _relabel(trajs, *tuned, units=m))["accuracy"]}
+        if args.record:
+            from factrl.verifier.asset import record_agent_thresholds
+            from factrl.verifier.scoring import Thresholds
+
+            how = {"chosen_on": f"SciFact validation claims ({len(val)}), best accuracy on a grid",
+                   "grid": grid, "validation_accuracy": report["tuned_on_validation"]["validation"]["accuracy"],
+                   "top_k": args.top_k, "granularity": args.granularity, "with_title": args.with_title,
+                   "index": str(args.index), "command": "benchmarks/verifier_scifact.py agent --tune --record"}
+            record_agent_thresholds(Path(args.record), Thresholds(*best), how)
+            report["recorded_in"] = str(args.record)
     return report
 
 
@@ -253,6 +272,10 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", help="the agent's scoring precision (auto: bf16 where native)")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "int8"], help="speed: the precisions timed")
     ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--pair-thresholds", action="store_true", help="agent: decide at the verifier's pair "
+                    "thresholds even where it has agent thresholds")
+    ap.add_argument("--record", type=Path, help="agent --tune: write the thresholds validation picks into this "
+                    "verifier folder's manifest as its agent thresholds")
     ap.add_argument("--with-title", action="store_true", help="agent: each scored sentence after its abstract's "
                     "title (for verifiers trained on scifact_titled)")
     ap.add_argument("--max-units", type=int, default=5, help="aggregation: units read, 1 to this")

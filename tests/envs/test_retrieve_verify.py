@@ -59,6 +59,17 @@ def test_unit_granularity_titles_and_thresholds():
     assert t.verdict.label == Label.NEI  # 0.8 < the 0.9 support threshold
 
 
+def test_the_verifier_s_agent_thresholds_decide_where_it_has_them_and_parameters_override_them():
+    from factrl.verifier.scoring import Thresholds
+
+    claim = [Claim(id="s", text="Sourdough bread uses wild yeast")]  # P(SUPPORT) 0.8 on its best sentence
+    v = KeywordVerifier(support=0.5)
+    assert run(claim, verifier=v)[0].verdict.label == Label.SUPPORT  # no agent thresholds: the pair ones
+    v.agent_thresholds = Thresholds(support=0.85, refute=0.95)
+    assert run(claim, verifier=v)[0].verdict.label == Label.NEI  # 0.8 < the agent's 0.85
+    assert run(claim, verifier=v, support_threshold=0.7)[0].verdict.label == Label.SUPPORT
+
+
 def test_bad_parameters_and_claims_fail_clearly():
     with pytest.raises(ValueError, match="granularity"):
         build(EnvSpec(name="retrieve_verify", params={"granularity": "page"}), deps())

@@ -179,6 +179,21 @@ def test_ship_load_and_checksum(tiny_base, tmp_path, monkeypatch):
     # scoring order does not change a pair's probabilities (length-sorted batches)
     many = shipped.predict(["x", "claim number 3", "a much longer claim " * 5], ["y", "evidence indeed true 3", "z"])
     np.testing.assert_allclose(many[1], probs[0], atol=1e-5)
+    # the agent's thresholds, recorded in the manifest, load beside the pair thresholds
+    from factrl.verifier.asset import record_agent_thresholds, verifier_manifest
+    from factrl.verifier.scoring import Thresholds
+
+    assert shipped.agent_thresholds is None and shipped.info()["agent_thresholds"] is None
+    record_agent_thresholds(asset, Thresholds(0.6, 0.7), {"chosen_on": "test claims"})
+    again = load_verifier("factrl-verifier", precision="fp32")
+    assert again.agent_thresholds == Thresholds(0.6, 0.7) and again.thresholds == shipped.thresholds
+    assert verifier_manifest(asset)["agent"] == {"thresholds": {"support": 0.6, "refute": 0.7},
+                                                 "chosen_on": "test claims"}
+    manifest = json.loads((asset / "manifest.json").read_text())
+    manifest["agent"]["thresholds"]["refute"] = 1.5
+    (asset / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(VerifierAssetError, match="agent thresholds"):
+        load_verifier("factrl-verifier", precision="fp32")
     # a replaced delta is refused
     data = bytearray((asset / "delta.safetensors").read_bytes())
     data[-1] ^= 1

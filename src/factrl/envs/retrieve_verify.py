@@ -4,10 +4,13 @@ No LM decides anything: :meth:`RetrieveVerifyEnv.reset` searches the claim, scor
 sentence of the top ``top_k`` units (or each whole unit, ``granularity="unit"``) with the
 cross-encoder verifier (``factrl-verifier`` by default, :mod:`factrl.verifier`), and
 aggregates (:func:`~factrl.verifier.judge.aggregate_verdict`): REFUTE when the best
-P(REFUTE) passes the verifier's refute threshold (and beats the support margin), SUPPORT
-likewise, else NOT ENOUGH INFO; the evidence is the ids of the sentences past the
-threshold, best first; the confidence is the deciding probability. The opening message
-shows the scored sentences, so the trajectory records what was read.
+P(REFUTE) passes the refute threshold and beats the support margin, SUPPORT likewise,
+else NOT ENOUGH INFO. The thresholds are the verifier's *agent* thresholds where its
+manifest has them (chosen on validation claims for this best-of-many reading, which
+needs surer probabilities than one pair), else its pair thresholds. The evidence is the
+ids of the sentences past the threshold, best first; the confidence is the deciding
+probability. The opening message shows the scored sentences, so the trajectory records
+what was read.
 
 It runs under the same episode machine as the LM agents: the model's one turn is ignored
 (``verify``/``eval``/the demo give it a no-op LM,
@@ -33,7 +36,7 @@ class RetrieveVerifyConfig:
     granularity: str = "sentence"  # score each sentence of a unit, or each unit whole
     verifier: str = "factrl-verifier"
     with_title: bool = False  # put "Title: " before each scored text (Wikipedia-style corpora)
-    support_threshold: float | None = None  # None: the verifier's validation thresholds
+    support_threshold: float | None = None  # None: the verifier's agent thresholds, else its pair thresholds
     refute_threshold: float | None = None
     max_evidence: int = 3
     precision: str = "auto"  # bf16 where native, else fp32; or "fp32", "bf16", "int8"
@@ -77,7 +80,7 @@ class RetrieveVerifyEnv(EpisodeGuard):
     def _thresholds(self) -> Any:
         from factrl.verifier.scoring import Thresholds
 
-        base = self.verifier.thresholds
+        base = getattr(self.verifier, "agent_thresholds", None) or self.verifier.thresholds
         c = self.config
         return Thresholds(support=base.support if c.support_threshold is None else c.support_threshold,
                           refute=base.refute if c.refute_threshold is None else c.refute_threshold)

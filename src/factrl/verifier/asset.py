@@ -3,7 +3,7 @@
 
 The asset folder holds ``delta.safetensors`` (adapters, LayerNorms, segment embeddings and
 head, float32) and ``manifest.json``: the architecture, the calibration (temperature,
-thresholds), how it was trained (commands, seed, data with held-out id hashes), its
+thresholds; ``agent``: the ``retrieve_verify`` agent's own thresholds, where chosen), how it was trained (commands, seed, data with held-out id hashes), its
 validation and held-out metrics, the delta's SHA-256 and the base weights' SHA-256.
 :func:`load_verifier` checks both checksums before use; nothing is downloaded.
 
@@ -28,8 +28,8 @@ from typing import Any
 
 from factrl.verifier.scoring import CrossEncoderVerifier, Thresholds
 
-__all__ = ["VERIFIER_NAME", "VerifierAssetError", "is_verifier_name", "load_verifier", "ship_verifier",
-           "verifier_asset_dir", "verifier_manifest"]
+__all__ = ["VERIFIER_NAME", "VerifierAssetError", "is_verifier_name", "load_verifier", "record_agent_thresholds",
+           "ship_verifier", "verifier_asset_dir", "verifier_manifest"]
 
 VERIFIER_NAME = "factrl-verifier"
 PRECISION_ENV = "FACTRL_VERIFIER_PRECISION"
@@ -142,8 +142,9 @@ def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "auto") -> Cros
     precision = resolve_precision(precision, cpu=True)  # the verifier runs on the CPU
     folder = _folder(name)
     info = verifier_manifest(folder) if name.strip().lower() == VERIFIER_NAME else _read(folder)
-    stamp = info.get("sha256") or (folder / DELTA_FILE).stat().st_mtime_ns
-    return _load(str(folder), str(stamp), precision)
+    described = folder / MANIFEST_FILE if (folder / MANIFEST_FILE).is_file() else folder / RUN_INFO_FILE
+    stamp = f"{info.get('sha256') or (folder / DELTA_FILE).stat().st_mtime_ns}:{described.stat().st_mtime_ns}"
+    return _load(str(folder), stamp, precision)  # a replaced delta or edited manifest loads afresh
 
 
 @functools.lru_cache(maxsize=4)
@@ -161,10 +162,15 @@ def _load(folder: str, stamp: str, precision: str) -> CrossEncoderVerifier:
     except (KeyError, TypeError, ValueError) as exc:
         raise VerifierAssetError(f"verifier {folder}: {exc}") from None
     thresholds = Thresholds(**info.get("thresholds", {}))
+    agent = (info.get("agent") or {}).get("thresholds")
+    try:
+        agent_thresholds = Thresholds(**agent) if agent else None
+    except (TypeError, ValueError) as exc:
+        raise VerifierAssetError(f"verifier {folder}: agent thresholds {agent!r}: {exc}") from None
     name = info.get("name") or (VERIFIER_NAME if path == verifier_asset_dir().resolve() else path.as_posix())
     return CrossEncoderVerifier(model, tokenizer, max_length=config.max_length,
                                 temperature=float(info.get("temperature", 1.0)), thresholds=thresholds,
-                                name=name, precision=precision)
+                                name=name, precision=precision, agent_thresholds=agent_thresholds)
 
 
 def ship_verifier(final_dir: Path, out_dir: Path, *, held_out: dict[str, Any], commands: list[str]) -> dict[str, Any]:
@@ -202,3 +208,18 @@ def ship_verifier(final_dir: Path, out_dir: Path, *, held_out: dict[str, Any], c
     }
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def record_agent_thresholds(folder: Path, thresholds: Thresholds, how: dict[str, Any]) -> dict[str, Any]:
+    """Write ``retrieve_verify``'s thresholds into the verifier's ``manifest.json`` (or a
+    run's ``verifier.json``) as ``agent``: ``{"thresholds": ..., **how}`` (``how`` says
+    where they were chosen: claims, top-k, reading, accuracy, command). Loading then
+    gives them to the agent; the pair thresholds stay for rewards and judges."""
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE if (folder / MANIFEST_FILE).is_file() else folder / RUN_INFO_FILE
+    if not path.is_file():
+        raise VerifierAssetError(f"{folder} holds neither {MANIFEST_FILE} nor {RUN_INFO_FILE}")
+    info = json.loads(path.read_text())
+    info["agent"] = {"thresholds": {"support": thresholds.support, "refute": thresholds.refute}, **how}
+    path.write_text(json.dumps(info, indent=2) + "\n")
+    return info

@@ -76,7 +76,7 @@ class CrossEncoderVerifier:
 
     def __init__(self, model: Any, tokenizer: Any, *, max_length: int, temperature: float = 1.0,
                  thresholds: Thresholds | None = None, name: str = "verifier", precision: str = "auto",
-                 batch_tokens: int = 4096) -> None:
+                 batch_tokens: int = 4096, agent_thresholds: Thresholds | None = None) -> None:
         from factrl.retrieval.encoders import resolve_precision
 
         if not temperature > 0:
@@ -99,6 +99,9 @@ class CrossEncoderVerifier:
         self.max_length = int(max_length)
         self.temperature = float(temperature)
         self.thresholds = thresholds or Thresholds()
+        # retrieve_verify's, where chosen: its verdict reads the best of many sentences, so
+        # it needs surer probabilities than one pair (None: the pair thresholds)
+        self.agent_thresholds = agent_thresholds
         self.name = name
         self.precision = precision
         self.batch_tokens = int(batch_tokens)
@@ -142,6 +145,8 @@ class CrossEncoderVerifier:
         return softmax(self.logits(claims, evidence), self.temperature)
 
     def info(self) -> dict[str, Any]:
+        agent = self.agent_thresholds
         return {"name": self.name, "temperature": self.temperature, "precision": self.precision,
                 "max_length": self.max_length, "thresholds": {"support": self.thresholds.support,
-                                                              "refute": self.thresholds.refute}}
+                                                              "refute": self.thresholds.refute},
+                "agent_thresholds": {"support": agent.support, "refute": agent.refute} if agent else None}
