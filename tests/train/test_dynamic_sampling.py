@@ -35,6 +35,31 @@ def test_constant_groups_reads_totals_and_counts_a_failed_reset_as_zero():
         constant_groups(trajs, 3)
 
 
+def _scored(claim, total, **components):
+    return Trajectory(claim_id=claim.id, env="t", claim=claim, prompt=[Message(role="user", content="x")],
+                      prompt_ids=[1], reward=RewardBreakdown(total=total, components=components))
+
+
+def test_resample_on_a_component_counts_format_only_variation_as_constant():
+    a, b = POOL[1], POOL[2]
+    # group 0: totals vary by format alone (both wrong); group 1: one right, one wrong
+    trajs = [_scored(a, 0.1, label_correct=0.0, format=1.0), _scored(a, 0.0, label_correct=0.0, format=0.0),
+             _scored(b, 1.0, label_correct=1.0, format=1.0), _scored(b, 0.1, label_correct=0.0, format=1.0)]
+    assert constant_groups(trajs, 2) == []
+    assert constant_groups(trajs, 2, "label_correct") == [0]
+    # the first named component the reward has (HARIS's searcher says "useful", not "label_correct")
+    searcher = [_scored(a, 1.0, useful=1.0), _scored(a, 0.0, useful=0.0)]
+    assert constant_groups(searcher, 2, "label_correct,useful") == []
+    with pytest.raises(ValueError, match="none of these components.*useful"):
+        constant_groups(searcher, 2, "label_correct")
+    # a replacement must vary in the component too
+    out, counts = resample_constant_groups(
+        trajs, [a, a, b, b], 2, POOL, 1, random.Random(0),
+        lambda claims: [_scored(c, float(k % 2), label_correct=float(k % 2)) for k, c in enumerate(claims)],
+        "label_correct")
+    assert counts.replaced == 1 and out[0].claim_id != a.id and out[2:] == trajs[2:]
+
+
 def test_a_constant_group_takes_the_first_varying_replacement_of_its_label():
     trajs, starts = _batch([POOL[1], POOL[2]], [0.0, 0.0, 0.0, 1.0])  # group 0 (SUPPORT) constant
     calls = []
@@ -170,3 +195,7 @@ def test_config_refuses_a_bad_resample_constant():
 
     with pytest.raises(ValueError, match="resample_constant"):
         load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {"grpo.resample_constant": -1})
+    with pytest.raises(ValueError, match="resample_on"):
+        load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {"grpo.resample_on": " "})
+    cfg = load_run_config(REPO / "tests" / "fixtures" / "tiny_grpo.toml", {"grpo.resample_on": "label_correct,useful"})
+    assert cfg.grpo.resample_on == "label_correct,useful"

@@ -156,6 +156,10 @@ class GRPOSettings:
     # out again on another training claim of its gold label, up to this many tries, and
     # the first that varies takes its place (factrl.train.dynamic_sampling); 0 = off.
     resample_constant: int = 0
+    # What must vary for a group to count as informative: "total" (the reward) or reward
+    # components, comma-separated, the first the stage's reward has: "label_correct,useful"
+    # is DAPO's accuracy criterion for HARIS (format-only variation counts as constant).
+    resample_on: str = "total"
     # The label-balanced training order's seed (None: grpo.seed), to tell what the order
     # does from what the rollouts' sampling and the adapter's initialisation do.
     order_seed: int | None = None
@@ -284,6 +288,9 @@ def load_run_config(source: str | Path, overrides: dict[str, Any] | None = None)
         r = cfg.grpo.resample_constant
         if not isinstance(r, int) or isinstance(r, bool) or r < 0:
             raise ValueError(f"grpo.resample_constant must be a whole number >= 0 (tries a constant group), got {r!r}")
+        if not isinstance(cfg.grpo.resample_on, str) or not cfg.grpo.resample_on.strip():
+            raise ValueError(f"grpo.resample_on must name the reward total ('total') or a reward component, "
+                             f"got {cfg.grpo.resample_on!r}")
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return cfg

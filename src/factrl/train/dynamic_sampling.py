@@ -13,7 +13,14 @@ update stays balanced), up to ``tries`` times a slot, and the first replacement 
 rewards vary takes the slot. A slot no try fills keeps its original group. The batch's
 other groups are untouched, and the trainer only ever sees rollouts of its live policy.
 
-The decision reads the true reward totals, before a broken-trainer control alters them
+What must vary is ``grpo.resample_on``: the reward total (the default), or one of its
+components (comma-separated: the first the stage's reward has). DAPO's own criterion is
+accuracy (a group all right or all wrong is dropped): ``resample_on =
+"label_correct,useful"`` is that for HARIS (the reasoner's right label, the searcher's
+useful report), so a group that varies only by a format failure counts as constant and
+is replaced too.
+
+The decision reads the true rewards, before a broken-trainer control alters them
 (a control breaks the update, not the sampling). Replacements are drawn with a seeded
 generator from the training claims outside the batch, so a run is reproducible; a claim
 may thus be seen more than once an epoch. What it costs: one more rollout of G episodes
@@ -59,21 +66,32 @@ class ResampleCounts:
         return out
 
 
-def _total(t: Trajectory) -> float:
-    return float(t.reward.total) if t.prompt_ids and t.reward is not None else 0.0
+def _value(t: Trajectory, on: str) -> float:
+    """The reward total (``on="total"``) or, of the comma-separated component names in
+    ``on``, the first the reward has; a failed reset counts 0."""
+    if not t.prompt_ids or t.reward is None:
+        return 0.0
+    if on == "total":
+        return float(t.reward.total)
+    for name in on.split(","):
+        if name.strip() in t.reward.components:
+            return float(t.reward.components[name.strip()])
+    raise ValueError(f"grpo.resample_on={on!r}: the reward has none of these components "
+                     f"(it has {', '.join(sorted(t.reward.components)) or 'none'}; or use 'total')")
 
 
-def _is_constant(group: Sequence[Trajectory]) -> bool:
-    totals = [_total(t) for t in group]
-    return max(totals) - min(totals) <= 1e-9
+def _is_constant(group: Sequence[Trajectory], on: str = "total") -> bool:
+    values = [_value(t, on) for t in group]
+    return max(values) - min(values) <= 1e-9
 
 
-def constant_groups(trajs: Sequence[Trajectory], size: int) -> list[int]:
-    """Indices of the runs of ``size`` consecutive trajectories whose reward totals are all
-    equal (a failed reset counts 0, as the trainer's row does)."""
+def constant_groups(trajs: Sequence[Trajectory], size: int, on: str = "total") -> list[int]:
+    """Indices of the runs of ``size`` consecutive trajectories whose reward totals (or
+    reward component ``on``) are all equal (a failed reset counts 0, as the trainer's row
+    does)."""
     if size < 1 or len(trajs) % size:
         raise ValueError(f"{len(trajs)} trajectories are not groups of {size}")
-    return [g for g in range(len(trajs) // size) if _is_constant(trajs[g * size:(g + 1) * size])]
+    return [g for g in range(len(trajs) // size) if _is_constant(trajs[g * size:(g + 1) * size], on)]
 
 
 def resample_constant_groups(
@@ -84,14 +102,17 @@ def resample_constant_groups(
     tries: int,
     rng: random.Random,
     rollout: Callable[[list[Claim]], list[Trajectory]],
+    on: str = "total",
 ) -> tuple[list[Trajectory], ResampleCounts]:
     """``trajs`` (``starts[i]`` the claim of ``trajs[i]``, in groups of ``size``) with each
     constant group replaced by the first of up to ``tries`` groups of another ``pool``
     claim of the same gold label whose rewards vary. ``rollout(claims)`` runs one episode
     per claim given (each replacement claim ``size`` times, consecutively), all slots of a
-    try in one batch. No claim of the batch or an earlier replacement is drawn again."""
+    try in one batch. No claim of the batch or an earlier replacement is drawn again.
+    ``on``: what must vary, the reward total or a component (``label_correct``: DAPO's
+    accuracy criterion)."""
     out = list(trajs)
-    pending = constant_groups(out, size)
+    pending = constant_groups(out, size, on)
     counts = ResampleCounts(groups=len(out) // size, constant=len(pending))
     by_label: dict[object, list[Claim]] = {}
     for c in pool:
@@ -114,7 +135,7 @@ def resample_constant_groups(
         filled = set()
         for k, (g, _) in enumerate(picks):
             group = new[k * size:(k + 1) * size]
-            if not _is_constant(group):
+            if not _is_constant(group, on):
                 out[g * size:(g + 1) * size] = group
                 filled.add(g)
         counts.replaced += len(filled)

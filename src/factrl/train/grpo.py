@@ -141,6 +141,7 @@ def train_grpo(
         trained_turns=g.trained_turns,
         group_size=g.num_generations,
         resample_constant=g.resample_constant,
+        resample_on=g.resample_on,
     )
     funcs, weights = reward_functions(reward, control=g.control)
     # device and mixed precision from model.device/model.dtype (use_cpu: transformers

@@ -230,6 +230,7 @@ class EnvRollout:
         trained_turns: str = "all",
         group_size: int = 1,
         resample_constant: int = 0,
+        resample_on: str = "total",
     ) -> None:
         from factrl.train.controls import check_control
         from factrl.train.dynamic_sampling import ResampleCounts
@@ -251,6 +252,7 @@ class EnvRollout:
         if group_size < 1 or resample_constant < 0:
             raise ValueError(f"group_size must be >= 1 and resample_constant >= 0, got {group_size}, {resample_constant}")
         self.group_size, self.resample_constant = int(group_size), int(resample_constant)
+        self.resample_on = resample_on
         self.resampled = ResampleCounts()
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
@@ -313,7 +315,7 @@ class EnvRollout:
 
         rng = random.Random(f"{self.rollout.seed}|{self.calls}|resample")
         out, counts = resample_constant_groups(trajs, episodes, self.group_size, list(self.claims.values()),
-                                               self.resample_constant, rng, rollout)
+                                               self.resample_constant, rng, rollout, self.resample_on)
         self.resampled.add(counts)
         return out
 
