@@ -1,6 +1,6 @@
 """Forking a factworld recipe run (``factrl train factworld --fork-from RUN``): the stages
-up to the warm-up are copied (real copies, not the SFT's resume point, not the
-evaluations), only what comes after the warm-up may change, and the CLI starts from the
+up to the warm-up are copied (real copies, not the SFT's resume point; the starting
+points' evaluations only when nothing they read changed), only what comes after the warm-up may change, and the CLI starts from the
 source's settings."""
 
 import json
@@ -40,10 +40,10 @@ def test_fork_copies_the_stages_before_grpo_and_records_its_source(tmp_path):
     now = {**recipe, "grpo_overrides": {"grpo.seed": 1}, "checkpoints": [0.25, 1.0]}
     copied = fork_run(src, tmp_path / "fork", now, DEFAULTS)
     fork = tmp_path / "fork"
-    assert copied == ["world", "heldout", "validation", "teach", "warmup"]
+    assert copied == ["world", "heldout", "validation", "teach", "warmup", "eval/warmup"]
     assert (fork / "warmup" / "final" / "config.json").is_file()
     assert not (fork / "warmup" / "checkpoint").exists()  # the SFT's resume point stays behind
-    assert not (fork / "eval").exists() and not (fork / "grpo-none").exists()
+    assert not (fork / "grpo-none").exists()
     assert (fork / "teach" / "trajectories.jsonl").read_text() == '{"claim_id": "c1"}\n'
     # real copies: a resumed fork appending to its files leaves the source as it was
     a, b = fork / "teach" / "trajectories.jsonl", src / "teach" / "trajectories.jsonl"
@@ -54,6 +54,33 @@ def test_fork_copies_the_stages_before_grpo_and_records_its_source(tmp_path):
     record = json.loads((fork / "forked_from.json").read_text())
     assert record["run"] == str(src.resolve()) and record["copied"] == copied
     assert record["source_recipe"] == recipe
+
+
+def test_the_starting_points_evaluations_are_copied_only_when_nothing_they_read_changed(tmp_path):
+    src, recipe = _source(tmp_path, val_claims=60, short_questions=4)
+    for folder in ("eval/base", "eval/validation-60/warmup", "eval/short-4/warmup"):
+        (src / folder).mkdir(parents=True)
+        (src / folder / "metrics.json").write_text("{}")
+    (src / "eval" / "warmup" / "run.lock").write_text("")
+    (src / "eval" / "grpo-100pct").mkdir()  # a later stage's: never copied
+    (src / "eval" / "grpo-100pct" / "metrics.json").write_text("{}")
+    (src / "eval" / "validation-60" / "base").mkdir()  # unfinished: evaluated again
+    # grpo.* overrides alone (and the checkpoints): the evaluations are the source's
+    copied = fork_run(src, tmp_path / "a", {**recipe, "grpo_overrides": {"grpo.seed": 1}, "checkpoints": [1.0]},
+                      DEFAULTS)
+    assert copied[-4:] == ["eval/base", "eval/warmup", "eval/validation-60/warmup", "eval/short-4/warmup"]
+    a = tmp_path / "a" / "eval"
+    assert (a / "warmup" / "metrics.json").is_file() and not (a / "warmup" / "run.lock").exists()
+    assert not (a / "grpo-100pct").exists() and not (a / "validation-60" / "base").exists()
+    # another validation count: that evaluation is not copied, the held-out ones are
+    copied = fork_run(src, tmp_path / "b", {**recipe, "val_claims": 90}, DEFAULTS)
+    assert "eval/warmup" in copied and not any("validation" in c for c in copied if c.startswith("eval"))
+    # a rollout, reward or HARIS override, another device, dtype or batch: evaluated again
+    for i, change in enumerate([{"grpo_overrides": {"rollout.temperature": 0.9}},
+                                {"grpo_overrides": {"haris.rounds": 2}}, {"dtype": "float32"},
+                                {"device": "cuda"}, {"eval_batch": 3}]):
+        copied = fork_run(src, tmp_path / f"c{i}", {**recipe, **change}, DEFAULTS)
+        assert not [c for c in copied if c.startswith("eval")] and not (tmp_path / f"c{i}" / "eval").exists(), change
 
 
 def test_the_same_fork_again_resumes_and_another_run_is_refused(tmp_path):

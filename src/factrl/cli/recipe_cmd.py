@@ -19,7 +19,8 @@ def factworld(
     fork_from: Path = typer.Option(None, "--fork-from", help="Copy another run's worlds, teacher episodes and "
                                    "warm-up into this new --out and go on from there, with that run's settings unless --from "
                                    "is given; only GRPO, rollout, reward and HARIS-training settings, checkpoints and "
-                                   "controls may differ (a replicate with another GRPO seed)."),
+                                   "controls may differ (a replicate with another GRPO seed); with grpo.* changes "
+                                   "alone the warm-up's evaluation is reused too."),
     preset: str = typer.Option(None, "--preset", show_default="veri_r1_factworld_cpu",
                                help="GRPO run config (factrl train presets)."),
     model: str = typer.Option(None, "--model", show_default="smollm2", help="The student's starting model."),

@@ -9,8 +9,11 @@ teacher and the warm-up never read the GRPO reward nor HARIS's training rounds),
 what :data:`~factrl.recipes.settings.RESUMABLE` lists. Any other difference (the worlds,
 the teacher, the warm-up's SFT, the environment, the model) is refused by name before
 anything is copied. The copied stages are real copies, not links, so the fork's resumes
-never write into its source; the evaluations are not copied (they depend on rollout
-settings) and run again. ``forked_from.json`` records the source and what was copied.
+never write into its source. The base model's and the warm-up's evaluations are copied
+too when nothing they depend on changed (the fork changes ``grpo.*`` overrides alone, on
+the same device, dtype and evaluation batch; validation and short-question evaluations
+also need the same counts); otherwise they run again, as every later stage's does.
+``forked_from.json`` records the source and what was copied.
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ def fork_run(source: Path, out: Path, now: dict[str, Any], defaults: dict[str, A
             shutil.rmtree(dst)
         shutil.copytree(src, dst, ignore=_no_resume_point(src) if name == "warmup" else None)
         copied.append(name)
+    if _same_starting_evaluations(before, now):
+        copied += _copy_starting_evaluations(source, out, before, now)
     from factrl.runs.info import write_json_atomic
 
     write_json_atomic(out / "forked_from.json", {"run": str(source.resolve()), "copied": copied,
@@ -104,3 +109,41 @@ def _forked_from(out: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
+
+
+# The evaluated starting points a fork can reuse, and the settings their evaluation reads
+# besides those a fork may not change at all.
+STARTING_POINTS = ("base", "warmup")
+EVALUATION_SETTINGS = ("device", "dtype", "eval_batch")
+
+
+def _same_starting_evaluations(before: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether the base model's and the warm-up's evaluations would come out as the
+    source's: its overrides differ in ``grpo.*`` keys alone (rollout, reward and HARIS
+    settings reach the evaluation) and the device, dtype and batch are the same."""
+    a, b = before.get("grpo_overrides") or {}, now.get("grpo_overrides") or {}
+    changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+    return (all(k.startswith("grpo.") for k in changed)
+            and all(before.get(k) == now.get(k) for k in EVALUATION_SETTINGS))
+
+
+def _copy_starting_evaluations(source: Path, out: Path, before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """Copy the finished evaluations of :data:`STARTING_POINTS` (held out; validation and
+    short questions at unchanged counts), leaving their lock files behind."""
+    folders = [Path("eval")]
+    if before.get("val_claims") == now.get("val_claims"):
+        folders.append(Path("eval") / f"validation-{now.get('val_claims')}")
+    if before.get("short_questions") == now.get("short_questions"):
+        folders.append(Path("eval") / f"short-{now.get('short_questions')}")
+    copied = []
+    for folder in folders:
+        for name in STARTING_POINTS:
+            src = source / folder / name
+            if not (src / "metrics.json").is_file():
+                continue  # unfinished: the fork evaluates it
+            dst = out / folder / name
+            if dst.exists():
+                shutil.rmtree(dst)
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.lock"))
+            copied.append(str(folder / name))
+    return copied
