@@ -66,7 +66,9 @@ def test_the_verifier_s_agent_thresholds_decide_where_it_has_them_and_parameters
     v = KeywordVerifier(support=0.5)
     assert run(claim, verifier=v)[0].verdict.label == Label.SUPPORT  # no agent thresholds: the pair ones
     v.agent_thresholds = Thresholds(support=0.85, refute=0.95)
-    assert run(claim, verifier=v)[0].verdict.label == Label.NEI  # 0.8 < the agent's 0.85
+    (t,) = run(claim, verifier=v)
+    assert t.verdict.label == Label.NEI  # 0.8 < the agent's 0.85
+    assert t.meta["thresholds"] == {"support": 0.85, "refute": 0.95}  # recorded with the verdict
     assert run(claim, verifier=v, support_threshold=0.7)[0].verdict.label == Label.SUPPORT
 
 

@@ -96,7 +96,8 @@ class RetrieveVerifyEnv(EpisodeGuard):
         ids, texts, units = _texts(hits, self.config)
         probs = self.verifier.predict([claim.text] * len(texts), texts)
         t2 = time.perf_counter()
-        v = aggregate_verdict(probs, ids, self._thresholds(), max_evidence=self.config.max_evidence)
+        th = self._thresholds()
+        v = aggregate_verdict(probs, ids, th, max_evidence=self.config.max_evidence)
         scored = [{"id": i, "unit": u, "support": round(float(p[0]), 4), "refute": round(float(p[1]), 4),
                    "nei": round(float(p[2]), 4)} for i, u, p in zip(ids, units, probs)]
         log = SearchLog()
@@ -105,7 +106,8 @@ class RetrieveVerifyEnv(EpisodeGuard):
             Verdict(label=v.label, evidence_ids=v.evidence_ids, format_ok=True, answered=True),
             timings={"verify_s": t2 - t1},
             meta={"confidence": v.confidence, "p_support": v.p_support, "p_refute": v.p_refute,
-                  "verifier": getattr(self.verifier, "name", "verifier"), "scored": scored})
+                  "verifier": getattr(self.verifier, "name", "verifier"), "scored": scored,
+                  "thresholds": {"support": th.support, "refute": th.refute}})
         self._begin(claim)
         self._decided = decided
         lines = [f"[[{i}]] S={p[0]:.2f} R={p[1]:.2f} N={p[2]:.2f}: {t}" for i, p, t in zip(ids, probs, texts)]
