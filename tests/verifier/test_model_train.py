@@ -189,6 +189,9 @@ def test_ship_load_and_checksum(tiny_base, tmp_path, monkeypatch):
     assert again.agent_thresholds == Thresholds(0.6, 0.7) and again.thresholds == shipped.thresholds
     assert verifier_manifest(asset)["agent"] == {"thresholds": {"support": 0.6, "refute": 0.7},
                                                  "chosen_on": "test claims"}
+    # shipping the same delta again keeps them; they belong to that delta
+    assert ship_verifier(run.final_dir, asset, held_out=report, commands=["again"])["agent"]["thresholds"] == {
+        "support": 0.6, "refute": 0.7}
     manifest = json.loads((asset / "manifest.json").read_text())
     manifest["agent"]["thresholds"]["refute"] = 1.5
     (asset / "manifest.json").write_text(json.dumps(manifest))

@@ -3,8 +3,9 @@
 
 The asset folder holds ``delta.safetensors`` (adapters, LayerNorms, segment embeddings and
 head, float32) and ``manifest.json``: the architecture, the calibration (temperature,
-thresholds; ``agent``: the ``retrieve_verify`` agent's own thresholds, where chosen), how it was trained (commands, seed, data with held-out id hashes), its
-validation and held-out metrics, the delta's SHA-256 and the base weights' SHA-256.
+thresholds; ``agent``: the ``retrieve_verify`` agent's own thresholds, where chosen), how
+it was trained (commands, seed, data with held-out id hashes), its validation and
+held-out metrics, the delta's SHA-256 and the base weights' SHA-256.
 :func:`load_verifier` checks both checksums before use; nothing is downloaded.
 
 Names :func:`load_verifier` takes: ``"factrl-verifier"`` (the shipped one;
@@ -175,7 +176,8 @@ def _load(folder: str, stamp: str, precision: str) -> CrossEncoderVerifier:
 
 def ship_verifier(final_dir: Path, out_dir: Path, *, held_out: dict[str, Any], commands: list[str]) -> dict[str, Any]:
     """Write the asset folder from a training run's ``final/`` and its held-out metrics;
-    returns the manifest. Refuses a delta over 10 MB."""
+    returns the manifest. Agent thresholds recorded in the folder for the same delta are
+    kept (another delta drops them: record them again). Refuses a delta over 10 MB."""
     import importlib.metadata
 
     from factrl.verifier.model import BASE_ENCODER
@@ -206,7 +208,15 @@ def ship_verifier(final_dir: Path, out_dir: Path, *, held_out: dict[str, Any], c
         "bytes": size,
         "sha256": _sha256(out_dir / DELTA_FILE),
     }
-    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    previous = out_dir / MANIFEST_FILE
+    if previous.is_file():  # agent thresholds recorded for this very delta stay valid
+        try:
+            old = json.loads(previous.read_text())
+        except ValueError:
+            old = {}
+        if old.get("sha256") == manifest["sha256"] and old.get("agent"):
+            manifest["agent"] = old["agent"]
+    previous.write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 
