@@ -109,6 +109,12 @@ def verifier_manifest(asset_dir: Path | None = None) -> dict[str, Any]:
     return manifest
 
 
+def _described_by(folder: Path) -> Path:
+    """The file that describes the verifier in ``folder``: an asset's manifest, else a
+    training run's ``verifier.json``."""
+    return folder / MANIFEST_FILE if (folder / MANIFEST_FILE).is_file() else folder / RUN_INFO_FILE
+
+
 def _read(folder: Path) -> dict[str, Any]:
     """The manifest (checked) of an asset folder, or a run's ``verifier.json``."""
     if (folder / MANIFEST_FILE).is_file():
@@ -143,8 +149,8 @@ def load_verifier(name: str = VERIFIER_NAME, *, precision: str = "auto") -> Cros
     precision = resolve_precision(precision, cpu=True)  # the verifier runs on the CPU
     folder = _folder(name)
     info = verifier_manifest(folder) if name.strip().lower() == VERIFIER_NAME else _read(folder)
-    described = folder / MANIFEST_FILE if (folder / MANIFEST_FILE).is_file() else folder / RUN_INFO_FILE
-    stamp = f"{info.get('sha256') or (folder / DELTA_FILE).stat().st_mtime_ns}:{described.stat().st_mtime_ns}"
+    delta = info.get("sha256") or (folder / DELTA_FILE).stat().st_mtime_ns
+    stamp = f"{delta}:{_described_by(folder).stat().st_mtime_ns}"
     return _load(str(folder), stamp, precision)  # a replaced delta or edited manifest loads afresh
 
 
@@ -226,7 +232,7 @@ def record_agent_thresholds(folder: Path, thresholds: Thresholds, how: dict[str,
     where they were chosen: claims, top-k, reading, accuracy, command). Loading then
     gives them to the agent; the pair thresholds stay for rewards and judges."""
     folder = Path(folder)
-    path = folder / MANIFEST_FILE if (folder / MANIFEST_FILE).is_file() else folder / RUN_INFO_FILE
+    path = _described_by(folder)
     if not path.is_file():
         raise VerifierAssetError(f"{folder} holds neither {MANIFEST_FILE} nor {RUN_INFO_FILE}")
     info = json.loads(path.read_text())

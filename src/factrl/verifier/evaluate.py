@@ -5,8 +5,8 @@ matrix, the contradiction ROC AUC (P(REFUTE), REFUTE against the rest) and the E
 all its held-out pairs; for SciFact also over the *rationale* pairs (a SUPPORT/REFUTE
 claim with its gold rationale sentences, an NEI claim with the best sentences of the
 abstracts it cites: SciFact's label-prediction setting, without the gold abstract's
-other sentences; ``scifact_titled`` likewise). Intervals: percentile bootstrap over claims (1,000 resamples, seeded),
-since one claim's pairs are not independent.
+other sentences; ``scifact_titled`` likewise). Intervals: percentile bootstrap over
+claims (1,000 resamples, seeded), since one claim's pairs are not independent.
 """
 
 from __future__ import annotations
